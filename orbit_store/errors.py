@@ -1,0 +1,37 @@
+"""Typed errors raised by store transactions. Each says what went wrong and what to do."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every error raised by ``orbit_store``."""
+
+
+class NotFound(StoreError):
+    """The named row does not exist in this namespace (or is not visible to the caller)."""
+
+
+class Conflict(StoreError):
+    """The request contradicts what is stored (e.g. same idempotency key, different request)."""
+
+
+class InvalidRequest(StoreError):
+    """The input is well-formed but not acceptable (bad policy values, unknown queue, …)."""
+
+
+class QuotaExceeded(StoreError):
+    """A quota refused the operation; nothing was written. Retry later or raise the quota."""
+
+
+class TransientStoreError(StoreError):
+    """Deadlock or lock-wait timeout that persisted through the bounded retries; safe to retry."""
+
+
+class CommitOutcomeUnknown(StoreError):
+    """The connection was lost while COMMIT was in flight: the transaction may or may not have
+    committed. Resolve by looking the operation up by its stable identity (idempotency key,
+    attempt id) before retrying; never retry under a new identity (seed §5)."""
+
+
+class SchemaOutOfDate(StoreError):
+    """The database schema is older than this code; run ``orbit admin migrate``."""

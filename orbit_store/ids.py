@@ -1,0 +1,29 @@
+"""Time-ordered identifiers (UUIDv7, RFC 9562) for every row exposed through the API.
+
+They sort by creation time (friendly to InnoDB's clustered index and to cursor pagination) and
+are unique beyond one database, so a namespace can later move to another shard.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import uuid
+
+
+def new_id() -> str:
+    """Return a new UUIDv7 as its canonical 36-character string."""
+    unix_ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")  # 80 random bits; 74 of them are kept
+    value = (unix_ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76  # version 7
+    value |= ((rand >> 68) & 0xFFF) << 64  # rand_a: 12 bits
+    value |= 0b10 << 62  # RFC 9562 variant
+    value |= rand & ((1 << 62) - 1)  # rand_b: 62 bits
+    return str(uuid.UUID(int=value))
+
+
+def new_secret() -> str:
+    """An unguessable bearer secret (lease tokens, API tokens): 256 bits, URL-safe."""
+    return secrets.token_urlsafe(32)

@@ -1,0 +1,72 @@
+"""Schema migrations: upgrade to head, check whether a database is current, downgrade (tests).
+
+Tables are created only through these Alembic migrations (``migrations/`` in the source tree,
+installed as the ``orbit_migrations`` package).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """What ``upgrade`` did: the revision before, after, and each revision applied in order."""
+
+    before: str | None
+    after: str | None
+    applied: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+def alembic_config(connection: sa.Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("orbit_migrations")))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def is_current(engine: sa.Engine) -> bool:
+    """True when the database is at the head revision this code was written for."""
+    return current_revision(engine) == head_revision()
+
+
+def upgrade(engine: sa.Engine, target: str = "head") -> MigrationReport:
+    """Upgrade to ``target`` (idempotent: an up-to-date database is left untouched)."""
+    before = current_revision(engine)
+    script = ScriptDirectory.from_config(alembic_config())
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), target)
+    after = current_revision(engine)
+    applied = []
+    if before != after and after is not None:
+        applied = [rev.revision for rev in script.iterate_revisions(after, before)]
+        applied.reverse()
+    return MigrationReport(before=before, after=after, applied=applied)
+
+
+def downgrade(engine: sa.Engine, target: str = "base") -> MigrationReport:
+    before = current_revision(engine)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), target)
+    return MigrationReport(before=before, after=current_revision(engine))

@@ -1,0 +1,65 @@
+"""Orbit's complete schema as SQLAlchemy Core tables on one MetaData.
+
+Tables are created only by Alembic migrations (``migrations/``); this metadata is what those
+migrations must match (a test compares them). ``docs/data-model.md`` explains each table.
+"""
+
+from .access import credentials, execution_gates, namespaces, queues, quotas
+from .audit import audit_log
+from .base import metadata
+from .delivery import event_deliveries, result_events, subscriptions
+from .pulse import (
+    concurrency_keys,
+    concurrency_permits,
+    submission_keys,
+    task_attempts,
+    task_events,
+    tasks,
+)
+from .schedules import schedule_occurrences, schedules
+from .weave import (
+    workflow_activations,
+    workflow_continuations,
+    workflow_definition_versions,
+    workflow_definitions,
+    workflow_inbox,
+    workflow_instances,
+    workflow_poll_rounds,
+    workflow_signals,
+    workflow_steps,
+    workflow_waits,
+)
+from .workers import worker_pods, worker_sessions
+
+__all__ = [
+    "audit_log",
+    "concurrency_keys",
+    "concurrency_permits",
+    "credentials",
+    "event_deliveries",
+    "execution_gates",
+    "metadata",
+    "namespaces",
+    "queues",
+    "quotas",
+    "result_events",
+    "schedule_occurrences",
+    "schedules",
+    "submission_keys",
+    "subscriptions",
+    "task_attempts",
+    "task_events",
+    "tasks",
+    "worker_pods",
+    "worker_sessions",
+    "workflow_activations",
+    "workflow_continuations",
+    "workflow_definition_versions",
+    "workflow_definitions",
+    "workflow_inbox",
+    "workflow_instances",
+    "workflow_poll_rounds",
+    "workflow_signals",
+    "workflow_steps",
+    "workflow_waits",
+]
