@@ -1,0 +1,98 @@
+"""`orbit admin …`: schema migrations, database grants, and (later) verify, review, tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from orbit.database import open_engine, redacted
+from orbit_store import migrate as store_migrate
+from orbit_store.grants import apply_grants, create_user_statement, grant_statements
+
+from .options import DatabaseUrl
+
+app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+
+@app.command()
+def migrate(
+    database_url: DatabaseUrl,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Only check: exit 1 when the database is behind the code."),
+    ] = False,
+) -> None:
+    """Upgrade the database schema to this version of Orbit (idempotent)."""
+    engine = open_engine(database_url)
+    try:
+        current, head = store_migrate.current_revision(engine), store_migrate.head_revision()
+        if check:
+            if current == head:
+                out.print(f"schema is current (revision {head})")
+                return
+            err.print(f"schema is behind: database at {current or 'none'}, code needs {head}")
+            raise typer.Exit(1)
+        out.print(f"migrating {redacted(database_url)} from {current or 'empty'} to {head} …")
+        report = store_migrate.upgrade(engine)
+        if report.changed:
+            for revision in report.applied:
+                out.print(f"  applied revision {revision}")
+            out.print(f"schema is now at revision {report.after}")
+        else:
+            out.print(f"nothing to do: schema already at revision {report.after}")
+    finally:
+        engine.dispose()
+
+
+@app.command()
+def grants(
+    database_url: DatabaseUrl,
+    app_user: Annotated[str, typer.Option("--app-user", help="The application's MySQL user.")],
+    host: Annotated[str, typer.Option(help="Host pattern of the user.")] = "%",
+    password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ORBIT_APP_PASSWORD",
+            help="Also create the user with this password (env ORBIT_APP_PASSWORD).",
+        ),
+    ] = None,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the statements (the default).")
+    ] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Run the statements.")] = False,
+) -> None:
+    """Grant the application user least privilege: audit_log is INSERT/SELECT only."""
+    engine = open_engine(database_url, warn_durability=False)
+    try:
+        if engine.dialect.name == "sqlite":
+            err.print("grants apply to MySQL/MariaDB only; SQLite has no users")
+            raise typer.Exit(2)
+        database = engine.url.database
+        if not database:
+            err.print("the --database-url must name a database")
+            raise typer.Exit(2)
+        statements = grant_statements(database, app_user, host)
+        if password is not None:
+            statements.insert(0, create_user_statement(app_user, password, host))
+        shown = [
+            s
+            if password is None
+            else s.replace(
+                create_user_statement(app_user, password, host),
+                create_user_statement(app_user, "<password>", host),
+            )
+            for s in statements
+        ]
+        if print_only or not apply:
+            for statement in shown:
+                out.print(f"{statement};", markup=False, highlight=False)
+        if apply:
+            with engine.begin() as conn:
+                apply_grants(conn, statements)
+            out.print(f"applied {len(statements)} statements for '{app_user}'@'{host}'")
+    finally:
+        engine.dispose()

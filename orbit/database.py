@@ -1,0 +1,40 @@
+"""Opening the store from a process: engine, durability warning, schema currency check."""
+
+from __future__ import annotations
+
+import logging
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from orbit_store import migrate
+from orbit_store.db import create_store_engine
+from orbit_store.durability import check_durability
+from orbit_store.errors import SchemaOutOfDate
+
+log = logging.getLogger("orbit.database")
+
+
+def redacted(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def open_engine(url: str, *, warn_durability: bool = True) -> sa.Engine:
+    """Create the engine; on MySQL/MariaDB warn loudly when the durable baseline is not in force."""
+    engine = create_store_engine(url)
+    if warn_durability:
+        with engine.connect() as conn:
+            report = check_durability(conn)
+        for problem in report.problems:
+            log.warning("database is not durable: %s", problem, extra={"settings": report.settings})
+    return engine
+
+
+def require_current_schema(engine: sa.Engine) -> None:
+    """Refuse to run engines against a database older (or newer) than this code."""
+    current, head = migrate.current_revision(engine), migrate.head_revision()
+    if current != head:
+        raise SchemaOutOfDate(
+            f"database schema is at revision {current or 'none'}, this code needs {head}: "
+            "run `orbit admin migrate`"
+        )

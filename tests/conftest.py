@@ -1,0 +1,91 @@
+"""Shared fixtures: a fresh, migrated MariaDB database per test session (real server, real
+connection), fresh empty databases for migration tests, and SQLite files for the dev backend.
+
+ORBIT_TEST_DATABASE_URL (a server URL such as ``mysql+pymysql://root@127.0.0.1:3306/``) points the
+tests at another MariaDB/MySQL server.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from orbit_store import migrate
+from orbit_store.db import create_store_engine
+
+DEFAULT_SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
+
+
+def server_url() -> sa.URL:
+    return make_url(os.environ.get("ORBIT_TEST_DATABASE_URL", DEFAULT_SERVER_URL))
+
+
+def _create_database() -> str:
+    name = f"orbit_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(server_url().set(database=None))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    admin.dispose()
+    return server_url().set(database=name).render_as_string(hide_password=False)
+
+
+def _drop_database(url: str) -> None:
+    name = make_url(url).database
+    admin = sa.create_engine(server_url().set(database=None))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+    admin.dispose()
+
+
+@pytest.fixture
+def empty_mariadb_url() -> Iterator[str]:
+    """A new, empty database on the test server, dropped afterwards."""
+    url = _create_database()
+    try:
+        yield url
+    finally:
+        _drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> Iterator[str]:
+    """One migrated database for the whole session; tests isolate themselves by namespace."""
+    url = _create_database()
+    engine = create_store_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    try:
+        yield url
+    finally:
+        _drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def mariadb_engine(mariadb_url: str) -> Iterator[sa.Engine]:
+    engine = create_store_engine(mariadb_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'orbit.db'}"
+
+
+@pytest.fixture(params=["mariadb", "sqlite"])
+def any_empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database on each backend Orbit supports."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'orbit.db'}"
+        return
+    url = _create_database()
+    try:
+        yield url
+    finally:
+        _drop_database(url)

@@ -1,0 +1,49 @@
+"""pyproject's explicit package list stays complete, and the CLI answers --version and --help."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from orbit import __version__
+from orbit.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _package_dirs() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = config["package-dir"]
+    found = set()
+    for top in ("orbit", "orbit_store", "orbit_sdk", "operator/orbit_operator", "migrations"):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT).as_posix()
+            for package, folder in mapping.items():
+                if rel == folder or rel.startswith(folder + "/"):
+                    rel = package + rel[len(folder) :]
+            found.add(rel.replace("/", "."))
+    return found
+
+
+def test_every_python_package_is_listed_in_pyproject() -> None:
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    assert _package_dirs() == listed
+
+
+def test_version_and_help() -> None:
+    runner = CliRunner()
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and __version__ in version.output
+    for args in (
+        ["--help"],
+        ["admin", "--help"],
+        ["admin", "migrate", "--help"],
+        ["dev", "--help"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "Usage" in result.output
