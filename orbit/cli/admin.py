@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -10,6 +11,7 @@ from rich.console import Console
 from orbit.database import open_engine, redacted
 from orbit_store import migrate as store_migrate
 from orbit_store.grants import apply_grants, create_user_statement, grant_statements
+from orbit_store.verify import verify as store_verify
 
 from .options import DatabaseUrl
 
@@ -96,3 +98,22 @@ def grants(
             out.print(f"applied {len(statements)} statements for '{app_user}'@'{host}'")
     finally:
         engine.dispose()
+
+
+@app.command()
+def verify(
+    database_url: DatabaseUrl,
+    namespace: Annotated[
+        str | None, typer.Option(help="Only check this namespace (default: all).")
+    ] = None,
+) -> None:
+    """Scan for violations of the invariants; print a JSON summary; exit 0 only when clean."""
+    engine = open_engine(database_url, warn_durability=False)
+    try:
+        with engine.connect() as conn:
+            report = store_verify(conn, namespace)
+    finally:
+        engine.dispose()
+    typer.echo(json.dumps(report.as_dict(), indent=2))
+    if not report.clean:
+        raise typer.Exit(1)

@@ -1,0 +1,80 @@
+"""Attempt rows: secret-token hashing and the guarded update that ends an attempt exactly once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.schema import concurrency_permits, task_attempts
+
+from .model import AttemptOutcome, AttemptState
+
+LIVE_ATTEMPT_STATES = (AttemptState.LEASED.value, AttemptState.RUNNING.value)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, token_hash: str) -> bool:
+    return hmac.compare_digest(hash_token(token), token_hash)
+
+
+def lock_attempt(conn: sa.Connection, attempt_id: str) -> sa.Row[Any] | None:
+    query = sa.select(task_attempts).where(task_attempts.c.id == attempt_id).with_for_update()
+    return conn.execute(query).one_or_none()
+
+
+def find_attempt(conn: sa.Connection, namespace: str, attempt_id: str) -> sa.Row[Any] | None:
+    """Non-locking read, used to learn which task to lock first (lock order: task → attempt)."""
+    query = sa.select(task_attempts).where(
+        task_attempts.c.id == attempt_id, task_attempts.c.namespace == namespace
+    )
+    return conn.execute(query).one_or_none()
+
+
+def finish_attempt(
+    conn: sa.Connection,
+    attempt_id: str,
+    outcome: AttemptOutcome,
+    *,
+    now: dt.datetime,
+    reason: str,
+    result: Any = None,
+    error: Any = None,
+    only_if_expired: bool = False,
+) -> bool:
+    """End a live attempt. Returns False when it was already finished (or, with
+    ``only_if_expired``, when a renewal extended its lease meanwhile). Outcomes are never
+    overwritten: the WHERE clause only matches a live attempt."""
+    conditions = [
+        task_attempts.c.id == attempt_id,
+        task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+    ]
+    if only_if_expired:
+        conditions.append(task_attempts.c.lease_expires_at <= now)
+    updated = conn.execute(
+        task_attempts.update()
+        .where(*conditions)
+        .values(
+            state=AttemptState.FINISHED.value,
+            finished_at=now,
+            outcome=outcome.value,
+            outcome_reason=reason[:255],
+            result=result,
+            error=error,
+        )
+    )
+    if updated.rowcount == 1:
+        release_permits(conn, attempt_id)
+        return True
+    return False
+
+
+def release_permits(conn: sa.Connection, attempt_id: str) -> None:
+    """Concurrency permits are released on every path that ends an attempt (seed §3)."""
+    conn.execute(concurrency_permits.delete().where(concurrency_permits.c.attempt_id == attempt_id))

@@ -1,0 +1,154 @@
+"""Completing an attempt (seed §5 "完成 / 失败 / 转核查").
+
+Invariant 4: the attempt's result, the task's new state, the permit release, the task_event and
+the result_event commit together. Invariant 3: only the current attempt with its token applies;
+a late report from a superseded attempt is stored on that attempt as evidence and changes
+nothing else. Invariant 7: an unknown outcome goes to NEEDS_REVIEW, never to an automatic re-run.
+A confirmed success is never overwritten, not even by a pending cancel request.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.errors import InvalidRequest
+from orbit_store.schema import task_attempts
+
+from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
+from .model import (
+    AttemptOutcome,
+    AttemptState,
+    CompletionResult,
+    CompletionStatus,
+    Outcome,
+    RetryPolicy,
+    TaskState,
+)
+from .transitions import lock_task, transition
+
+_ATTEMPT_OUTCOME = {
+    Outcome.SUCCEEDED: AttemptOutcome.SUCCEEDED,
+    Outcome.FAILED: AttemptOutcome.FAILED,
+    Outcome.UNKNOWN: AttemptOutcome.UNKNOWN,
+    Outcome.CANCELLED: AttemptOutcome.CANCELLED,
+    Outcome.RELEASED: AttemptOutcome.RELEASED,
+}
+
+
+def complete_attempt(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    attempt_id: str,
+    token: str,
+    outcome: Outcome,
+    result: Any = None,
+    error: Any = None,
+    retryable: bool = False,
+) -> CompletionResult:
+    """Apply a worker's report for ``attempt_id``; see the module docstring for the rules."""
+    found = find_attempt(conn, namespace, attempt_id)
+    if found is None or not token_matches(token, found.token_hash):
+        return CompletionResult(CompletionStatus.REFUSED, None, "unknown attempt or wrong token")
+    task = lock_task(conn, namespace, found.task_id)
+    attempt = lock_attempt(conn, attempt_id)
+    assert task is not None and attempt is not None
+    now = db_now(conn)
+    state = TaskState(task.state)
+    if attempt.state == AttemptState.FINISHED.value or task.current_attempt_id != attempt_id:
+        if attempt.outcome == _ATTEMPT_OUTCOME[outcome].value:
+            return CompletionResult(CompletionStatus.DUPLICATE, state, "already recorded")
+        _keep_as_evidence(conn, attempt_id, outcome, result, error, now)
+        return CompletionResult(CompletionStatus.SUPERSEDED, state, "attempt is no longer current")
+    if outcome is Outcome.RELEASED:
+        if attempt.state != AttemptState.LEASED.value:
+            raise InvalidRequest("only an attempt that has not started can be released")
+        finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason="released")
+        transition(
+            conn,
+            task,
+            TaskState.WAITING,
+            now=now,
+            reason="released by worker",
+            attempt_id=attempt_id,
+            available_at=now,
+        )
+        return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING)
+    if attempt.state != AttemptState.RUNNING.value:
+        raise InvalidRequest("start the attempt before reporting its outcome (or release it)")
+    if outcome is Outcome.CANCELLED and not task.cancel_requested:
+        raise InvalidRequest("'cancelled' is only a valid outcome after a cancel request")
+    to_state, reason, extra = _decide(task, outcome, retryable, now)
+    finish_attempt(
+        conn,
+        attempt_id,
+        _ATTEMPT_OUTCOME[outcome],
+        now=now,
+        reason=reason,
+        result=result,
+        error=error,
+    )
+    if to_state is TaskState.SUCCEEDED:
+        extra["result"] = result
+    elif error is not None:
+        extra["error"] = error
+    transition(conn, task, to_state, now=now, reason=reason, attempt_id=attempt_id, **extra)
+    return CompletionResult(CompletionStatus.APPLIED, to_state, reason)
+
+
+def _decide(
+    task: Any, outcome: Outcome, retryable: bool, now: dt.datetime
+) -> tuple[TaskState, str, dict[str, Any]]:
+    if outcome is Outcome.SUCCEEDED:
+        return TaskState.SUCCEEDED, "succeeded", {}
+    if outcome is Outcome.UNKNOWN:
+        return TaskState.NEEDS_REVIEW, "outcome unknown", {}
+    if outcome is Outcome.CANCELLED or task.cancel_requested:
+        return TaskState.CANCELLED, "stopped after cancel request", {}
+    if retryable:
+        retry_at = next_retry_at(task, now)
+        if retry_at is not None:
+            return TaskState.WAITING, "retryable failure", {"available_at": retry_at}
+        return TaskState.FAILED, "retryable failure, retry budget exhausted", {}
+    return TaskState.FAILED, "failed", {}
+
+
+def next_retry_at(task: Any, now: dt.datetime) -> dt.datetime | None:
+    """When the task may run again, or None when attempts or the deadline are used up."""
+    if task.attempts_used >= task.max_attempts:
+        return None
+    policy = RetryPolicy(
+        max_attempts=task.max_attempts,
+        backoff_initial_ms=task.backoff_initial_ms,
+        backoff_max_ms=task.backoff_max_ms,
+        backoff_multiplier=task.backoff_multiplier,
+    )
+    retry_at: dt.datetime = now + policy.backoff_after(task.attempts_used)
+    if task.deadline_at is not None and retry_at >= task.deadline_at:
+        return None
+    return retry_at
+
+
+def _keep_as_evidence(
+    conn: sa.Connection,
+    attempt_id: str,
+    outcome: Outcome,
+    result: Any,
+    error: Any,
+    now: dt.datetime,
+) -> None:
+    """The first late report of a superseded attempt is kept; it is never applied (seed §2)."""
+    conn.execute(
+        task_attempts.update()
+        .where(task_attempts.c.id == attempt_id, task_attempts.c.late_reported_at.is_(None))
+        .values(
+            late_outcome=_ATTEMPT_OUTCOME[outcome].value,
+            late_result=result,
+            late_error=error,
+            late_reported_at=now,
+        )
+    )

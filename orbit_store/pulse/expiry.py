@@ -1,0 +1,118 @@
+"""Lapsed leases and passed deadlines (seed §3 "过期回收").
+
+Each decision is its own short transaction that locks the task, then re-checks — by a
+conditional update of the attempt row — that the lease is still lapsed, so it never races a
+fresh renewal or a completion. Rules:
+
+- lapsed LEASED (never started): WAITING again, or FAILED when attempts/deadline are used up;
+- lapsed RUNNING, task declared safe: WAITING (with backoff), or FAILED when used up,
+  or CANCELLED when a cancel was requested;
+- lapsed RUNNING, task unsafe: NEEDS_REVIEW — a lost worker is not a business failure and its
+  side effects are unknown (invariant 7);
+- WAITING past its deadline: FAILED.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.schema import task_attempts, tasks
+
+from .attempts import LIVE_ATTEMPT_STATES, finish_attempt, lock_attempt
+from .complete import next_retry_at
+from .model import AttemptOutcome, AttemptState, Safety, TaskState
+from .transitions import lock_task, transition
+
+
+@dataclass(frozen=True)
+class LapsedAttempt:
+    namespace: str
+    attempt_id: str
+    task_id: str
+
+
+def find_lapsed_attempts(conn: sa.Connection, *, limit: int = 100) -> list[LapsedAttempt]:
+    """Live attempts whose lease has passed (index ix_task_attempts_lease_reaper)."""
+    now = db_now(conn)
+    rows = conn.execute(
+        sa.select(task_attempts.c.namespace, task_attempts.c.id, task_attempts.c.task_id)
+        .where(
+            task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+            task_attempts.c.lease_expires_at <= now,
+        )
+        .order_by(task_attempts.c.lease_expires_at)
+        .limit(limit)
+    )
+    return [LapsedAttempt(r.namespace, r.id, r.task_id) for r in rows]
+
+
+def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> TaskState | None:
+    """Apply the lapse rules to one attempt; None when it was renewed or finished meanwhile."""
+    task = lock_task(conn, lapsed.namespace, lapsed.task_id)
+    attempt = lock_attempt(conn, lapsed.attempt_id)
+    if task is None or attempt is None or task.current_attempt_id != lapsed.attempt_id:
+        return None
+    now = db_now(conn)
+    was_running = attempt.state == AttemptState.RUNNING.value
+    if not finish_attempt(
+        conn,
+        lapsed.attempt_id,
+        AttemptOutcome.LAPSED,
+        now=now,
+        reason="lease lapsed",
+        only_if_expired=True,
+    ):
+        return None
+    retry_at = next_retry_at(task, now)
+    extra: dict[str, Any]
+    if not was_running:
+        to_state = TaskState.WAITING if retry_at is not None else TaskState.FAILED
+        extra = {"available_at": now} if retry_at is not None else {}
+        reason = "lease lapsed before start"
+    elif task.safety == Safety.UNSAFE.value:
+        to_state, extra, reason = TaskState.NEEDS_REVIEW, {}, "lease lapsed while running (unsafe)"
+    elif task.cancel_requested:
+        to_state, extra, reason = TaskState.CANCELLED, {}, "lease lapsed after cancel request"
+    elif retry_at is not None:
+        to_state, extra = TaskState.WAITING, {"available_at": retry_at}
+        reason = "lease lapsed while running (safe to retry)"
+    else:
+        to_state, extra, reason = TaskState.FAILED, {}, "lease lapsed, attempts or deadline used up"
+    if to_state is TaskState.FAILED:
+        extra["error"] = {"type": "lease_lapsed", "message": reason}
+    transition(conn, task, to_state, now=now, reason=reason, attempt_id=lapsed.attempt_id, **extra)
+    return to_state
+
+
+def find_overdue_waiting(conn: sa.Connection, *, limit: int = 100) -> list[tuple[str, str]]:
+    """(namespace, task_id) of WAITING tasks whose deadline passed (index ix_tasks_deadline)."""
+    now = db_now(conn)
+    rows = conn.execute(
+        sa.select(tasks.c.namespace, tasks.c.id)
+        .where(tasks.c.state == TaskState.WAITING.value, tasks.c.deadline_at <= now)
+        .order_by(tasks.c.deadline_at)
+        .limit(limit)
+    )
+    return [(r.namespace, r.id) for r in rows]
+
+
+def fail_overdue_task(conn: sa.Connection, namespace: str, task_id: str) -> bool:
+    task = lock_task(conn, namespace, task_id)
+    if task is None or task.state != TaskState.WAITING.value:
+        return False
+    now = db_now(conn)
+    if task.deadline_at is None or task.deadline_at > now:
+        return False
+    transition(
+        conn,
+        task,
+        TaskState.FAILED,
+        now=now,
+        reason="deadline exceeded",
+        error={"type": "deadline_exceeded", "message": "deadline passed while waiting"},
+    )
+    return True

@@ -1,0 +1,198 @@
+"""Pulse's states, policies and the typed results its transactions return."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class TaskState(enum.StrEnum):
+    WAITING = "WAITING"
+    LEASED = "LEASED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    NEEDS_REVIEW = "NEEDS_REVIEW"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def is_live(self) -> bool:
+        return self in (TaskState.LEASED, TaskState.RUNNING)
+
+
+TERMINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+
+#: Every transition the seed's state machine (§2) allows; anything else is a bug.
+LEGAL_TRANSITIONS: frozenset[tuple[TaskState | None, TaskState]] = frozenset(
+    {
+        (None, TaskState.WAITING),
+        (TaskState.WAITING, TaskState.LEASED),
+        (TaskState.WAITING, TaskState.CANCELLED),
+        (TaskState.WAITING, TaskState.FAILED),
+        (TaskState.LEASED, TaskState.RUNNING),
+        (TaskState.LEASED, TaskState.WAITING),
+        (TaskState.LEASED, TaskState.FAILED),
+        (TaskState.LEASED, TaskState.CANCELLED),
+        (TaskState.RUNNING, TaskState.SUCCEEDED),
+        (TaskState.RUNNING, TaskState.WAITING),
+        (TaskState.RUNNING, TaskState.FAILED),
+        (TaskState.RUNNING, TaskState.NEEDS_REVIEW),
+        (TaskState.RUNNING, TaskState.CANCELLED),
+        (TaskState.NEEDS_REVIEW, TaskState.SUCCEEDED),
+        (TaskState.NEEDS_REVIEW, TaskState.FAILED),
+    }
+)
+
+
+class AttemptState(enum.StrEnum):
+    LEASED = "LEASED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+
+
+class AttemptOutcome(enum.StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+    LAPSED = "LAPSED"
+    CANCELLED = "CANCELLED"
+    RELEASED = "RELEASED"
+
+
+class Safety(enum.StrEnum):
+    """Whether a task may be re-run automatically after its worker vanished mid-run."""
+
+    SAFE = "safe"  # idempotent: a lapsed RUNNING attempt is retried
+    UNSAFE = "unsafe"  # side effects unknown after a lapse: NEEDS_REVIEW, never re-run blindly
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 3
+    backoff_initial_ms: int = 1_000
+    backoff_max_ms: int = 300_000
+    backoff_multiplier: float = 2.0
+
+    def backoff_after(self, attempts_used: int) -> dt.timedelta:
+        """Delay before the next attempt, after ``attempts_used`` attempts (1-based)."""
+        exponent = max(attempts_used - 1, 0)
+        delay_ms = self.backoff_initial_ms * self.backoff_multiplier**exponent
+        return dt.timedelta(milliseconds=min(delay_ms, self.backoff_max_ms))
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """A queue's defaults, snapshotted into each task at submission."""
+
+    name: str
+    paused: bool = False
+    priority: int = 0
+    retry: RetryPolicy = RetryPolicy()
+    lease_seconds: int = 30
+    attempt_timeout_seconds: int | None = None
+    safety_default: Safety = Safety.SAFE
+    concurrency_limit: int | None = None
+
+
+#: Every namespace has this queue even when nothing declared it.
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """What a worker receives for one claimed task. ``token`` is shown only here, once."""
+
+    task_id: str
+    attempt_id: str
+    generation: int
+    token: str
+    lease_expires_at: dt.datetime
+    namespace: str
+    queue: str
+    handler: str
+    params: Any
+    safety: Safety
+    state_version: int
+    deadline_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    task_id: str
+    state: TaskState
+    replayed: bool
+
+
+class StartRefusal(enum.StrEnum):
+    NOT_FOUND = "not_found"
+    INVALID_TOKEN = "invalid_token"
+    STALE_ATTEMPT = "stale_attempt"
+    LEASE_EXPIRED = "lease_expired"
+    GATE_CLOSED = "gate_closed"
+    CANCEL_REQUESTED = "cancel_requested"
+
+
+@dataclass(frozen=True)
+class StartResult:
+    started: bool
+    refusal: StartRefusal | None = None
+    lease_expires_at: dt.datetime | None = None
+    already_started: bool = False
+
+
+class RenewStatus(enum.StrEnum):
+    EXTENDED = "extended"
+    CANCEL_REQUESTED = "cancel_requested"  # extended, but the handler should stop
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class RenewRequest:
+    attempt_id: str
+    token: str
+
+
+@dataclass(frozen=True)
+class RenewResult:
+    attempt_id: str
+    status: RenewStatus
+    lease_expires_at: dt.datetime | None = None
+    reason: str | None = None
+
+
+class Outcome(enum.StrEnum):
+    """What a worker reports for a started attempt."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"  # side effects may have happened: the task goes to NEEDS_REVIEW
+    CANCELLED = "cancelled"  # the handler stopped after a cancel request
+    RELEASED = "released"  # handed back before starting (drain)
+
+
+class CompletionStatus(enum.StrEnum):
+    APPLIED = "applied"
+    DUPLICATE = "duplicate"  # the same outcome was already recorded for this attempt
+    SUPERSEDED = "superseded"  # stale attempt: kept as evidence, changed nothing else
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class CompletionResult:
+    status: CompletionStatus
+    task_state: TaskState | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    task_id: str
+    state: TaskState
+    cancel_requested: bool
+    changed: bool

@@ -1,0 +1,101 @@
+"""Queue policies: reading a queue's defaults, and declaring/removing queues (used by the
+reconcile functions of the operator and ``orbit apply``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.ids import new_id
+from orbit_store.schema import namespaces, queues
+
+from .model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety
+
+
+def _policy_from_row(row: sa.Row[Any]) -> QueuePolicy:
+    return QueuePolicy(
+        name=row.name,
+        paused=bool(row.paused),
+        priority=row.priority,
+        retry=RetryPolicy(
+            max_attempts=row.max_attempts,
+            backoff_initial_ms=row.backoff_initial_ms,
+            backoff_max_ms=row.backoff_max_ms,
+            backoff_multiplier=row.backoff_multiplier,
+        ),
+        lease_seconds=row.lease_seconds,
+        attempt_timeout_seconds=row.attempt_timeout_seconds,
+        safety_default=Safety(row.safety_default),
+        concurrency_limit=row.concurrency_limit,
+    )
+
+
+def get_queue_policy(conn: sa.Connection, namespace: str, name: str) -> QueuePolicy | None:
+    """The queue's policy; the implicit ``default`` queue exists even when not declared."""
+    row = conn.execute(
+        sa.select(queues).where(queues.c.namespace == namespace, queues.c.name == name)
+    ).one_or_none()
+    if row is not None:
+        return _policy_from_row(row)
+    return QueuePolicy(name=DEFAULT_QUEUE) if name == DEFAULT_QUEUE else None
+
+
+def ensure_namespace(conn: sa.Connection, namespace: str, now: dt.datetime) -> None:
+    exists = conn.execute(
+        sa.select(namespaces.c.name).where(namespaces.c.name == namespace)
+    ).one_or_none()
+    if exists is None:
+        conn.execute(namespaces.insert().values(name=namespace, created_at=now))
+
+
+def put_queue(
+    conn: sa.Connection,
+    namespace: str,
+    policy: QueuePolicy,
+    *,
+    deletion_policy: str = "Block",
+    source: str = "api",
+    spec_generation: int = 1,
+) -> bool:
+    """Create or update a queue to match ``policy`` (level-based); True when anything changed."""
+    now = db_now(conn)
+    ensure_namespace(conn, namespace, now)
+    values = {
+        "paused": policy.paused,
+        "priority": policy.priority,
+        "max_attempts": policy.retry.max_attempts,
+        "backoff_initial_ms": policy.retry.backoff_initial_ms,
+        "backoff_max_ms": policy.retry.backoff_max_ms,
+        "backoff_multiplier": policy.retry.backoff_multiplier,
+        "lease_seconds": policy.lease_seconds,
+        "attempt_timeout_seconds": policy.attempt_timeout_seconds,
+        "safety_default": policy.safety_default.value,
+        "concurrency_limit": policy.concurrency_limit,
+        "deletion_policy": deletion_policy,
+        "source": source,
+        "spec_generation": spec_generation,
+    }
+    row = conn.execute(
+        sa.select(queues)
+        .where(queues.c.namespace == namespace, queues.c.name == policy.name)
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        conn.execute(
+            queues.insert().values(
+                id=new_id(),
+                namespace=namespace,
+                name=policy.name,
+                created_at=now,
+                updated_at=now,
+                **values,
+            )
+        )
+        return True
+    if all(getattr(row, key) == value for key, value in values.items()):
+        return False
+    conn.execute(queues.update().where(queues.c.id == row.id).values(updated_at=now, **values))
+    return True

@@ -1,0 +1,68 @@
+"""Engine-level entry points: each runs one store transaction through ``run_transaction`` (with
+deadlock retries) and resolves the ambiguous cases the transactions themselves cannot."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from orbit_store.db import run_transaction
+from orbit_store.errors import CommitOutcomeUnknown
+
+from . import expiry, sessions
+from .model import SubmitResult
+from .submit import SubmitRequest, find_submission, submit_task
+
+
+def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
+    """Submit with invariant 6 kept end to end.
+
+    A concurrent duplicate that lost the race on the idempotency key, or a commit whose outcome
+    is unknown, is resolved by looking the same key up — never by submitting under a new one.
+    """
+    try:
+        return run_transaction(engine, functools.partial(submit_task, request=request))
+    except (sa.exc.IntegrityError, CommitOutcomeUnknown):
+        if request.idempotency_key is None:
+            raise
+        key = request.idempotency_key
+        found = run_transaction(
+            engine,
+            lambda conn: find_submission(conn, request.namespace, key, request.digest()),
+        )
+        if found is None:
+            raise
+        return found
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    sessions_expired: int
+    leases_lapsed: int
+    deadlines_failed: int
+
+
+def reap(engine: sa.Engine, *, limit: int = 100) -> ReapReport:
+    """One pass of the lease reaper: expire sessions, lapse leases, fail overdue tasks.
+
+    Safe to run in any number of server replicas at once: every decision re-checks under lock.
+    """
+    expired = run_transaction(engine, functools.partial(sessions.expire_sessions, limit=limit))
+    lapsed = 0
+    for candidate in run_transaction(
+        engine, functools.partial(expiry.find_lapsed_attempts, limit=limit)
+    ):
+        if run_transaction(engine, functools.partial(expiry.lapse_attempt, lapsed=candidate)):
+            lapsed += 1
+    failed = 0
+    for namespace, task_id in run_transaction(
+        engine, functools.partial(expiry.find_overdue_waiting, limit=limit)
+    ):
+        if run_transaction(
+            engine,
+            functools.partial(expiry.fail_overdue_task, namespace=namespace, task_id=task_id),
+        ):
+            failed += 1
+    return ReapReport(expired, lapsed, failed)

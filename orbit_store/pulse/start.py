@@ -1,0 +1,93 @@
+"""Starting an attempt (seed §5 "开始"): LEASED → RUNNING after checking the grant.
+
+Invariant 3: only the current attempt presenting its secret token, within its lease, may start;
+the execution gate (inv. 12) and the cancel intent are re-checked here, at the last moment
+before the handler runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.schema import execution_gates, task_attempts
+
+from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
+from .model import AttemptOutcome, AttemptState, StartRefusal, StartResult, TaskState
+from .transitions import lock_task, transition
+
+
+def start_attempt(
+    conn: sa.Connection, *, namespace: str, attempt_id: str, token: str
+) -> StartResult:
+    """Record that the handler may begin. Idempotent for an attempt already RUNNING."""
+    found = find_attempt(conn, namespace, attempt_id)
+    if found is None:
+        return StartResult(False, StartRefusal.NOT_FOUND)
+    if not token_matches(token, found.token_hash):
+        return StartResult(False, StartRefusal.INVALID_TOKEN)
+    task = lock_task(conn, namespace, found.task_id)
+    attempt = lock_attempt(conn, attempt_id)
+    assert task is not None and attempt is not None
+    now = db_now(conn)
+    if attempt.state == AttemptState.RUNNING.value and task.current_attempt_id == attempt_id:
+        return StartResult(True, lease_expires_at=attempt.lease_expires_at, already_started=True)
+    if attempt.state != AttemptState.LEASED.value or task.current_attempt_id != attempt_id:
+        return StartResult(False, StartRefusal.STALE_ATTEMPT)
+    if attempt.lease_expires_at <= now:
+        return StartResult(False, StartRefusal.LEASE_EXPIRED)
+    if task.cancel_requested:
+        finish_attempt(
+            conn, attempt_id, AttemptOutcome.CANCELLED, now=now, reason="cancel requested"
+        )
+        transition(
+            conn,
+            task,
+            TaskState.CANCELLED,
+            now=now,
+            reason="cancelled before start",
+            attempt_id=attempt_id,
+        )
+        return StartResult(False, StartRefusal.CANCEL_REQUESTED)
+    if task.gate_id is not None and not _gate_open(conn, task.gate_id):
+        # Hand the task back at once rather than letting the lease run out.
+        finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason="gate closed")
+        transition(
+            conn,
+            task,
+            TaskState.WAITING,
+            now=now,
+            reason="gate closed at start",
+            attempt_id=attempt_id,
+        )
+        return StartResult(False, StartRefusal.GATE_CLOSED)
+    expires = now + dt.timedelta(seconds=task.lease_seconds)
+    updated = conn.execute(
+        task_attempts.update()
+        .where(
+            task_attempts.c.id == attempt_id,
+            task_attempts.c.state == AttemptState.LEASED.value,
+            task_attempts.c.lease_expires_at > now,
+        )
+        .values(
+            state=AttemptState.RUNNING.value,
+            started_at=now,
+            heartbeat_at=now,
+            lease_expires_at=expires,
+        )
+    )
+    if updated.rowcount != 1:
+        return StartResult(False, StartRefusal.STALE_ATTEMPT)
+    transition(conn, task, TaskState.RUNNING, now=now, reason="started", attempt_id=attempt_id)
+    return StartResult(True, lease_expires_at=expires)
+
+
+def _gate_open(conn: sa.Connection, gate_id: str) -> bool:
+    allowed = conn.execute(
+        sa.select(execution_gates.c.allowed)
+        .where(execution_gates.c.id == gate_id)
+        .with_for_update(read=True)
+    ).scalar_one_or_none()
+    return bool(allowed)

@@ -1,0 +1,211 @@
+"""Accepting a task (seed §5 "受理"): submission key, task and accepted event in one transaction.
+
+Invariant 1: when this commits, the task, its idempotency record and its event are durable.
+Invariant 6: the same namespace + idempotency key returns the original task (a replay) when the
+request digest matches, and is a typed conflict otherwise. A commit whose outcome is unknown is
+resolved by looking the key up (:func:`find_submission`), never by resubmitting under a new key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.errors import Conflict, InvalidRequest, NotFound
+from orbit_store.ids import new_id
+from orbit_store.schema import concurrency_keys, submission_keys, tasks
+
+from . import quota
+from .model import QueuePolicy, Safety, SubmitResult, TaskState
+from .queues import get_queue_policy
+from .transitions import append_event
+
+#: How long an idempotency key is remembered (covers client retries and outbox relays).
+KEY_RETENTION = dt.timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    namespace: str
+    queue: str
+    handler: str
+    params: Any = field(default_factory=dict)
+    idempotency_key: str | None = None
+    delay_seconds: float | None = None
+    available_at: dt.datetime | None = None
+    deadline_at: dt.datetime | None = None
+    priority: int | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    max_attempts: int | None = None
+    backoff_initial_ms: int | None = None
+    backoff_max_ms: int | None = None
+    backoff_multiplier: float | None = None
+    safety: Safety | None = None
+    gate_id: str | None = None
+    workflow_instance_id: str | None = None
+    workflow_activation_id: str | None = None
+    schedule_id: str | None = None
+    retry_of: str | None = None
+    submitted_by: str | None = None
+
+    def digest(self) -> str:
+        """sha256 of the request's meaning (everything but the key and the submitter)."""
+        meaning = asdict(self)
+        for ignored in ("idempotency_key", "submitted_by"):
+            meaning.pop(ignored)
+        canonical = json.dumps(meaning, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def find_submission(
+    conn: sa.Connection, namespace: str, idempotency_key: str, digest: str
+) -> SubmitResult | None:
+    """Look a submission up by its key: the way to resolve an unknown commit outcome."""
+    row = conn.execute(
+        sa.select(submission_keys.c.request_digest, tasks.c.id, tasks.c.state)
+        .join(tasks, tasks.c.id == submission_keys.c.task_id)
+        .where(
+            submission_keys.c.namespace == namespace,
+            submission_keys.c.idempotency_key == idempotency_key,
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    if row.request_digest != digest:
+        raise Conflict(
+            f"idempotency key {idempotency_key!r} was already used for a different request "
+            f"(task {row.id}); use a new key for a new request"
+        )
+    return SubmitResult(task_id=row.id, state=TaskState(row.state), replayed=True)
+
+
+def _validate(request: SubmitRequest, policy: QueuePolicy) -> None:
+    if not request.handler:
+        raise InvalidRequest("handler must not be empty")
+    if request.delay_seconds is not None and request.available_at is not None:
+        raise InvalidRequest("give either delay_seconds or available_at, not both")
+    if request.delay_seconds is not None and request.delay_seconds < 0:
+        raise InvalidRequest("delay_seconds must be >= 0")
+    if request.max_attempts is not None and request.max_attempts < 1:
+        raise InvalidRequest("max_attempts must be >= 1")
+    if request.concurrency_limit is not None and request.concurrency_limit < 1:
+        raise InvalidRequest("concurrency_limit must be >= 1")
+    if request.concurrency_limit is not None and request.concurrency_key is None:
+        raise InvalidRequest("concurrency_limit needs a concurrency_key")
+
+
+def submit_task(conn: sa.Connection, request: SubmitRequest) -> SubmitResult:
+    """Accept ``request`` or return the task its idempotency key already names (invariants 1, 6).
+
+    Raises NotFound (undeclared queue), Conflict (key reused for another request),
+    QuotaExceeded (nothing written), InvalidRequest. A concurrent duplicate that loses the race
+    on the key surfaces as an IntegrityError; :func:`orbit_store.pulse.api.submit` retries it as
+    a lookup.
+    """
+    digest = request.digest()
+    if request.idempotency_key is not None:
+        existing = find_submission(conn, request.namespace, request.idempotency_key, digest)
+        if existing is not None:
+            return existing
+    policy = get_queue_policy(conn, request.namespace, request.queue)
+    if policy is None:
+        raise NotFound(
+            f"queue {request.queue!r} is not declared in namespace {request.namespace!r}: "
+            "declare it (Queue resource, `orbit apply`) or use the 'default' queue"
+        )
+    _validate(request, policy)
+    now = db_now(conn)
+    quota.check_submission(conn, request.namespace, request.queue, now)
+
+    if request.available_at is not None:
+        available_at = request.available_at
+    else:
+        available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
+    if request.concurrency_key is not None:
+        _ensure_concurrency_key(conn, request.namespace, request.concurrency_key, now)
+    task_id = new_id()
+    row = {
+        "id": task_id,
+        "namespace": request.namespace,
+        "queue": request.queue,
+        "handler": request.handler,
+        "params": request.params,
+        "state": TaskState.WAITING.value,
+        "state_version": 1,
+        "priority": request.priority if request.priority is not None else policy.priority,
+        "available_at": available_at,
+        "deadline_at": request.deadline_at,
+        "created_at": now,
+        "updated_at": now,
+        "max_attempts": request.max_attempts or policy.retry.max_attempts,
+        "attempts_used": 0,
+        "backoff_initial_ms": _pick(request.backoff_initial_ms, policy.retry.backoff_initial_ms),
+        "backoff_max_ms": _pick(request.backoff_max_ms, policy.retry.backoff_max_ms),
+        "backoff_multiplier": _pick(request.backoff_multiplier, policy.retry.backoff_multiplier),
+        "lease_seconds": policy.lease_seconds,
+        "attempt_timeout_seconds": policy.attempt_timeout_seconds,
+        "safety": (request.safety or policy.safety_default).value,
+        "concurrency_key": request.concurrency_key,
+        "concurrency_limit": request.concurrency_limit or policy.concurrency_limit or 1,
+        "cancel_requested": False,
+        "gate_id": request.gate_id,
+        "retry_of": request.retry_of,
+        "workflow_instance_id": request.workflow_instance_id,
+        "workflow_activation_id": request.workflow_activation_id,
+        "schedule_id": request.schedule_id,
+        "submitted_by": request.submitted_by,
+    }
+    conn.execute(tasks.insert().values(**row))
+    if request.idempotency_key is not None:
+        conn.execute(
+            submission_keys.insert().values(
+                namespace=request.namespace,
+                idempotency_key=request.idempotency_key,
+                request_digest=digest,
+                task_id=task_id,
+                created_at=now,
+                expires_at=now + KEY_RETENTION,
+            )
+        )
+    append_event(
+        conn,
+        task_id,
+        request.namespace,
+        from_state=None,
+        to_state=TaskState.WAITING,
+        state_version=1,
+        now=now,
+        reason="submitted",
+        actor=request.submitted_by,
+    )
+    return SubmitResult(task_id=task_id, state=TaskState.WAITING, replayed=False)
+
+
+def _pick(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _ensure_concurrency_key(
+    conn: sa.Connection, namespace: str, key: str, now: dt.datetime
+) -> None:
+    exists = conn.execute(
+        sa.select(concurrency_keys.c.concurrency_key).where(
+            concurrency_keys.c.namespace == namespace, concurrency_keys.c.concurrency_key == key
+        )
+    ).one_or_none()
+    if exists is None:
+        insert = (
+            concurrency_keys.insert()
+            .values(namespace=namespace, concurrency_key=key, created_at=now)
+            .prefix_with("IGNORE", dialect="mysql")
+            .prefix_with("IGNORE", dialect="mariadb")
+            .prefix_with("OR IGNORE", dialect="sqlite")
+        )
+        conn.execute(insert)

@@ -1,0 +1,139 @@
+"""The one way a task changes state: a conditional UPDATE guarded by (state, state_version) whose
+affected-row count is checked, plus its task_event — and, for outcomes, its result_event — in the
+same transaction (invariants 2, 4)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.ids import new_id
+from orbit_store.schema import result_events, task_events, tasks
+
+from .model import LEGAL_TRANSITIONS, TaskState
+
+
+class LostRace(Exception):
+    """A conditional update matched no row: another transaction changed the task first."""
+
+
+#: States whose arrival is announced as a result event (seed §6.2, §6.3).
+OUTCOME_STATES = frozenset(
+    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.NEEDS_REVIEW}
+)
+
+
+def lock_task(conn: sa.Connection, namespace: str, task_id: str) -> sa.Row[Any] | None:
+    """SELECT … FOR UPDATE the task row (the first lock of every per-task transaction)."""
+    query = (
+        sa.select(tasks)
+        .where(tasks.c.id == task_id, tasks.c.namespace == namespace)
+        .with_for_update()
+    )
+    return conn.execute(query).one_or_none()
+
+
+def transition(
+    conn: sa.Connection,
+    task: sa.Row[Any],
+    to_state: TaskState,
+    *,
+    now: dt.datetime,
+    reason: str,
+    attempt_id: str | None = None,
+    actor: str | None = None,
+    details: dict[str, Any] | None = None,
+    **values: Any,
+) -> int:
+    """Move ``task`` (as read under lock) to ``to_state``; return the new state_version.
+
+    Raises :class:`LostRace` when the row is no longer at the state/version that was read.
+    """
+    from_state = TaskState(task.state)
+    if (from_state, to_state) not in LEGAL_TRANSITIONS:
+        raise ValueError(f"illegal transition {from_state} -> {to_state} for task {task.id}")
+    new_version = int(task.state_version) + 1
+    if to_state.is_terminal:
+        values.setdefault("finished_at", now)
+    if not to_state.is_live:
+        values.setdefault("current_attempt_id", None)
+    updated = conn.execute(
+        tasks.update()
+        .where(
+            tasks.c.id == task.id,
+            tasks.c.state == from_state.value,
+            tasks.c.state_version == task.state_version,
+        )
+        .values(state=to_state.value, state_version=new_version, updated_at=now, **values)
+    )
+    if updated.rowcount != 1:
+        raise LostRace(f"task {task.id} moved on from {from_state}@{task.state_version}")
+    append_event(
+        conn,
+        task.id,
+        task.namespace,
+        from_state=from_state,
+        to_state=to_state,
+        state_version=new_version,
+        now=now,
+        reason=reason,
+        attempt_id=attempt_id,
+        actor=actor,
+        details=details,
+    )
+    if to_state in OUTCOME_STATES:
+        conn.execute(
+            result_events.insert().values(
+                id=new_id(),
+                namespace=task.namespace,
+                task_id=task.id,
+                state_version=new_version,
+                kind=f"task.{to_state.value.lower()}",
+                task_state=to_state.value,
+                queue=task.queue,
+                handler=task.handler,
+                payload={
+                    "task_id": task.id,
+                    "state": to_state.value,
+                    "attempt_id": attempt_id,
+                    "result": values.get("result"),
+                    "error": values.get("error"),
+                    "reason": reason,
+                },
+                created_at=now,
+            )
+        )
+    return new_version
+
+
+def append_event(
+    conn: sa.Connection,
+    task_id: str,
+    namespace: str,
+    *,
+    from_state: TaskState | None,
+    to_state: TaskState,
+    state_version: int,
+    now: dt.datetime,
+    reason: str,
+    attempt_id: str | None = None,
+    actor: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:
+    conn.execute(
+        task_events.insert().values(
+            id=new_id(),
+            task_id=task_id,
+            namespace=namespace,
+            state_version=state_version,
+            from_state=from_state.value if from_state else None,
+            to_state=to_state.value,
+            reason=reason,
+            attempt_id=attempt_id,
+            actor=actor,
+            details=details,
+            at=now,
+        )
+    )
