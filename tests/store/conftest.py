@@ -1,0 +1,43 @@
+"""Store tests run on MariaDB, and again on SQLite (``orbit dev``) where the semantics allow;
+tests that need MariaDB's locking are marked ``mariadb_only``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from orbit_store import migrate
+from orbit_store.db import create_store_engine
+from orbit_store.verify import verify
+
+from .pulse_driver import PulseDriver
+
+
+@pytest.fixture(scope="session")
+def sqlite_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sa.Engine]:
+    path: Path = tmp_path_factory.mktemp("sqlite") / "orbit.db"
+    engine = create_store_engine(f"sqlite:///{path}")
+    migrate.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=["mariadb", "sqlite"])
+def engine(request: pytest.FixtureRequest) -> sa.Engine:
+    if request.param == "sqlite" and request.node.get_closest_marker("mariadb_only"):
+        pytest.skip("needs MariaDB semantics")
+    name = "mariadb_engine" if request.param == "mariadb" else "sqlite_engine"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
+    """A driver on a fresh namespace; afterwards the namespace must pass `verify` (all checks)."""
+    driver = PulseDriver(engine)
+    yield driver
+    with engine.connect() as conn:
+        report = verify(conn, driver.namespace)
+    assert report.clean, report.as_dict()

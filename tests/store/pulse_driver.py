@@ -1,0 +1,172 @@
+"""A test driver for Pulse: one namespace, one engine, short names for each store transaction.
+
+Tests read like the spec: ``grant = pulse.claim_one(); pulse.start(grant); pulse.succeed(grant)``.
+Time moves with :meth:`PulseDriver.advance` — the database's own clock plus a skew every
+transaction of this driver sees (``orbit_clock_skew_seconds``), never the app's clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from orbit_store.clock import CLOCK_SKEW_OPTION
+from orbit_store.db import run_transaction
+from orbit_store.pulse import service
+from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.heartbeat import renew_leases
+from orbit_store.pulse.model import (
+    CancelResult,
+    CompletionResult,
+    LeaseGrant,
+    Outcome,
+    QueuePolicy,
+    RenewRequest,
+    RenewResult,
+    StartResult,
+    SubmitResult,
+)
+from orbit_store.pulse.queues import put_queue
+from orbit_store.pulse.sessions import WorkerSession, register_session
+from orbit_store.pulse.start import start_attempt
+from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.schema import task_attempts, task_events, tasks
+
+T = TypeVar("T")
+
+
+class PulseDriver:
+    def __init__(self, engine: sa.Engine, namespace: str | None = None) -> None:
+        self.base_engine = engine
+        self.skew = 0.0
+        self.engine = engine
+        self.namespace = namespace or f"ns-{uuid.uuid4().hex[:10]}"
+        self._session: WorkerSession | None = None
+
+    # --- time -------------------------------------------------------------------------------
+    def advance(self, seconds: float) -> None:
+        """Move this driver's database clock forward."""
+        self.skew += seconds
+        self.engine = self.base_engine.execution_options(**{CLOCK_SKEW_OPTION: self.skew})
+        self._session = None if self._session is None else self._session
+
+    def tx(self, work: Callable[[sa.Connection], T]) -> T:
+        return run_transaction(self.engine, work)
+
+    # --- setup ------------------------------------------------------------------------------
+    def queue(self, name: str = "default", **policy: Any) -> None:
+        self.tx(lambda c: put_queue(c, self.namespace, QueuePolicy(name=name, **policy)))
+
+    def session(self, worker_name: str = "worker-1", ttl_seconds: int = 600) -> WorkerSession:
+        self._session = self.tx(
+            lambda c: register_session(
+                c,
+                namespace=self.namespace,
+                worker_name=worker_name,
+                queues=["default"],
+                ttl_seconds=ttl_seconds,
+            )
+        )
+        return self._session
+
+    # --- transactions -----------------------------------------------------------------------
+    def submit(self, handler: str = "test.noop", queue: str = "default", **kw: Any) -> SubmitResult:
+        kw.setdefault("params", {})
+        request = SubmitRequest(namespace=self.namespace, queue=queue, handler=handler, **kw)
+        return service.submit(self.engine, request)
+
+    def claim(
+        self, limit: int = 10, queues: list[str] | None = None, session_id: str | None = None
+    ) -> list[LeaseGrant]:
+        if session_id is None:
+            session_id = (self._session or self.session()).id
+        return self.tx(
+            functools.partial(
+                claim_tasks,
+                namespace=self.namespace,
+                queues_=queues or ["default"],
+                limit=limit,
+                worker_session_id=session_id,
+            )
+        )
+
+    def claim_one(self, **kw: Any) -> LeaseGrant:
+        grants = self.claim(limit=1, **kw)
+        assert len(grants) == 1, f"expected one grant, got {grants}"
+        return grants[0]
+
+    def start(self, grant: LeaseGrant, token: str | None = None) -> StartResult:
+        return self.tx(
+            functools.partial(
+                start_attempt,
+                namespace=self.namespace,
+                attempt_id=grant.attempt_id,
+                token=token or grant.token,
+            )
+        )
+
+    def heartbeat(self, *grants: LeaseGrant, token: str | None = None) -> list[RenewResult]:
+        items = [RenewRequest(g.attempt_id, token or g.token) for g in grants]
+        return self.tx(functools.partial(renew_leases, namespace=self.namespace, items=items))
+
+    def complete(
+        self, grant: LeaseGrant, outcome: Outcome, token: str | None = None, **kw: Any
+    ) -> CompletionResult:
+        return self.tx(
+            functools.partial(
+                complete_attempt,
+                namespace=self.namespace,
+                attempt_id=grant.attempt_id,
+                token=token or grant.token,
+                outcome=outcome,
+                **kw,
+            )
+        )
+
+    def succeed(self, grant: LeaseGrant, result: Any = None) -> CompletionResult:
+        return self.complete(grant, Outcome.SUCCEEDED, result=result)
+
+    def fail(self, grant: LeaseGrant, retryable: bool = False, **kw: Any) -> CompletionResult:
+        return self.complete(grant, Outcome.FAILED, retryable=retryable, **kw)
+
+    def cancel(self, task_id: str, actor: str = "tester", reason: str = "") -> CancelResult:
+        return self.tx(
+            functools.partial(
+                cancel_task, namespace=self.namespace, task_id=task_id, actor=actor, reason=reason
+            )
+        )
+
+    def reap(self) -> service.ReapReport:
+        return service.reap(self.engine)
+
+    # --- reading ----------------------------------------------------------------------------
+    def task(self, task_id: str) -> sa.Row[Any]:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(tasks).where(tasks.c.id == task_id)).one()
+
+    def state(self, task_id: str) -> str:
+        return str(self.task(task_id).state)
+
+    def attempts(self, task_id: str) -> list[sa.Row[Any]]:
+        with self.engine.connect() as conn:
+            query = (
+                sa.select(task_attempts)
+                .where(task_attempts.c.task_id == task_id)
+                .order_by(task_attempts.c.generation)
+            )
+            return list(conn.execute(query))
+
+    def events(self, task_id: str) -> list[sa.Row[Any]]:
+        with self.engine.connect() as conn:
+            query = (
+                sa.select(task_events)
+                .where(task_events.c.task_id == task_id)
+                .order_by(task_events.c.state_version)
+            )
+            return list(conn.execute(query))
