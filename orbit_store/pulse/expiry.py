@@ -35,10 +35,12 @@ class LapsedAttempt:
     task_id: str
 
 
-def find_lapsed_attempts(conn: sa.Connection, *, limit: int = 100) -> list[LapsedAttempt]:
+def find_lapsed_attempts(
+    conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
+) -> list[LapsedAttempt]:
     """Live attempts whose lease has passed (index ix_task_attempts_lease_reaper)."""
     now = db_now(conn)
-    rows = conn.execute(
+    query = (
         sa.select(task_attempts.c.namespace, task_attempts.c.id, task_attempts.c.task_id)
         .where(
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
@@ -47,6 +49,9 @@ def find_lapsed_attempts(conn: sa.Connection, *, limit: int = 100) -> list[Lapse
         .order_by(task_attempts.c.lease_expires_at)
         .limit(limit)
     )
+    if namespace is not None:
+        query = query.where(task_attempts.c.namespace == namespace)
+    rows = conn.execute(query)
     return [LapsedAttempt(r.namespace, r.id, r.task_id) for r in rows]
 
 
@@ -88,15 +93,20 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> TaskState | Non
     return to_state
 
 
-def find_overdue_waiting(conn: sa.Connection, *, limit: int = 100) -> list[tuple[str, str]]:
+def find_overdue_waiting(
+    conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
+) -> list[tuple[str, str]]:
     """(namespace, task_id) of WAITING tasks whose deadline passed (index ix_tasks_deadline)."""
     now = db_now(conn)
-    rows = conn.execute(
+    query = (
         sa.select(tasks.c.namespace, tasks.c.id)
         .where(tasks.c.state == TaskState.WAITING.value, tasks.c.deadline_at <= now)
         .order_by(tasks.c.deadline_at)
         .limit(limit)
     )
+    if namespace is not None:
+        query = query.where(tasks.c.namespace == namespace)
+    rows = conn.execute(query)
     return [(r.namespace, r.id) for r in rows]
 
 

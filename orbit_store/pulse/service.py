@@ -44,25 +44,28 @@ class ReapReport:
     deadlines_failed: int
 
 
-def reap(engine: sa.Engine, *, limit: int = 100) -> ReapReport:
+def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
     """One pass of the lease reaper: expire sessions, lapse leases, fail overdue tasks.
 
     Safe to run in any number of server replicas at once: every decision re-checks under lock.
+    ``namespace`` restricts the pass to one namespace (tests, per-namespace operations).
     """
-    expired = run_transaction(engine, functools.partial(sessions.expire_sessions, limit=limit))
+    expired = run_transaction(
+        engine, functools.partial(sessions.expire_sessions, limit=limit, namespace=namespace)
+    )
     lapsed = 0
     for candidate in run_transaction(
-        engine, functools.partial(expiry.find_lapsed_attempts, limit=limit)
+        engine, functools.partial(expiry.find_lapsed_attempts, limit=limit, namespace=namespace)
     ):
         if run_transaction(engine, functools.partial(expiry.lapse_attempt, lapsed=candidate)):
             lapsed += 1
     failed = 0
-    for namespace, task_id in run_transaction(
-        engine, functools.partial(expiry.find_overdue_waiting, limit=limit)
+    for task_namespace, task_id in run_transaction(
+        engine, functools.partial(expiry.find_overdue_waiting, limit=limit, namespace=namespace)
     ):
         if run_transaction(
             engine,
-            functools.partial(expiry.fail_overdue_task, namespace=namespace, task_id=task_id),
+            functools.partial(expiry.fail_overdue_task, namespace=task_namespace, task_id=task_id),
         ):
             failed += 1
     return ReapReport(expired, lapsed, failed)

@@ -150,19 +150,18 @@ def revoke_session(conn: sa.Connection, *, namespace: str, session_id: str, reas
         _end(conn, session_id, "REVOKED", reason, db_now(conn))
 
 
-def expire_sessions(conn: sa.Connection, *, limit: int = 100) -> int:
+def expire_sessions(conn: sa.Connection, *, limit: int = 100, namespace: str | None = None) -> int:
     """End live sessions whose TTL passed without renewal."""
     now = db_now(conn)
-    ids = (
-        conn.execute(
-            sa.select(worker_sessions.c.id)
-            .where(worker_sessions.c.state.in_(LIVE), worker_sessions.c.expires_at <= now)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        .scalars()
-        .all()
+    query = (
+        sa.select(worker_sessions.c.id)
+        .where(worker_sessions.c.state.in_(LIVE), worker_sessions.c.expires_at <= now)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
     )
+    if namespace is not None:
+        query = query.where(worker_sessions.c.namespace == namespace)
+    ids = conn.execute(query).scalars().all()
     for session_id in ids:
         _end(conn, session_id, "EXPIRED", "not renewed in time", now)
     return len(ids)

@@ -31,12 +31,19 @@ from orbit_store.pulse.model import (
     RenewResult,
     StartResult,
     SubmitResult,
+    TaskState,
 )
 from orbit_store.pulse.queues import put_queue
-from orbit_store.pulse.sessions import WorkerSession, register_session
+from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
+from orbit_store.pulse.sessions import (
+    WorkerSession,
+    drain_session,
+    register_session,
+    revoke_session,
+)
 from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.schema import task_attempts, task_events, tasks
+from orbit_store.schema import audit_log, result_events, task_attempts, task_events, tasks
 
 T = TypeVar("T")
 
@@ -54,7 +61,6 @@ class PulseDriver:
         """Move this driver's database clock forward."""
         self.skew += seconds
         self.engine = self.base_engine.execution_options(**{CLOCK_SKEW_OPTION: self.skew})
-        self._session = None if self._session is None else self._session
 
     def tx(self, work: Callable[[sa.Connection], T]) -> T:
         return run_transaction(self.engine, work)
@@ -142,8 +148,43 @@ class PulseDriver:
             )
         )
 
+    def review(self, task_id: str, decision: str = "succeeded", **kw: Any) -> TaskState:
+        kw.setdefault("actor", "alice@example.com")
+        kw.setdefault("reason", "checked the payment provider")
+        kw.setdefault("evidence_ref", "ticket-42")
+        kw.setdefault("execution_ended", True)
+        kw.setdefault("expected_state_version", self.task(task_id).state_version)
+        return self.tx(
+            functools.partial(
+                review_task,
+                namespace=self.namespace,
+                task_id=task_id,
+                decision=ReviewDecision(decision),
+                **kw,
+            )
+        )
+
+    def retry(self, task_id: str, **kw: Any) -> SubmitResult:
+        kw.setdefault("actor", "alice@example.com")
+        kw.setdefault("reason", "provider outage is over")
+        kw.setdefault("safe_to_retry", True)
+        kw.setdefault("expected_state_version", self.task(task_id).state_version)
+        return self.tx(
+            functools.partial(retry_task, namespace=self.namespace, task_id=task_id, **kw)
+        )
+
+    def revoke(self, session_id: str, reason: str = "pod deleted") -> None:
+        self.tx(
+            functools.partial(
+                revoke_session, namespace=self.namespace, session_id=session_id, reason=reason
+            )
+        )
+
+    def drain(self, session_id: str) -> None:
+        self.tx(functools.partial(drain_session, namespace=self.namespace, session_id=session_id))
+
     def reap(self) -> service.ReapReport:
-        return service.reap(self.engine)
+        return service.reap(self.engine, namespace=self.namespace)
 
     # --- reading ----------------------------------------------------------------------------
     def task(self, task_id: str) -> sa.Row[Any]:
@@ -159,6 +200,24 @@ class PulseDriver:
                 sa.select(task_attempts)
                 .where(task_attempts.c.task_id == task_id)
                 .order_by(task_attempts.c.generation)
+            )
+            return list(conn.execute(query))
+
+    def audit(self, resource_id: str) -> list[sa.Row[Any]]:
+        with self.engine.connect() as conn:
+            query = (
+                sa.select(audit_log)
+                .where(audit_log.c.resource_id == resource_id)
+                .order_by(audit_log.c.id)
+            )
+            return list(conn.execute(query))
+
+    def result_events(self, task_id: str) -> list[sa.Row[Any]]:
+        with self.engine.connect() as conn:
+            query = (
+                sa.select(result_events)
+                .where(result_events.c.task_id == task_id)
+                .order_by(result_events.c.state_version)
             )
             return list(conn.execute(query))
 

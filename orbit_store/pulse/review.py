@@ -1,0 +1,172 @@
+"""Manual recovery (seed §2, invariant 8): review of NEEDS_REVIEW tasks and manual retry.
+
+Both need an identity, a reason and the state_version the person looked at; both append an audit
+row in the same transaction as the change. Review also needs an evidence reference and an
+explicit declaration that execution has ended; retry needs an explicit safe-to-retry declaration
+and creates a NEW task linked by ``retry_of`` (at most one direct successor) — the original keeps
+its terminal state.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.audit import record_audit
+from orbit_store.clock import db_now
+from orbit_store.errors import Conflict, InvalidRequest, NotFound
+from orbit_store.schema import tasks
+
+from .model import Safety, SubmitResult, TaskState
+from .submit import SubmitRequest, submit_task
+from .transitions import lock_task, transition
+
+
+class ReviewDecision(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+RETRYABLE_STATES = (TaskState.FAILED, TaskState.CANCELLED)
+
+
+def _require(**fields: str | None) -> None:
+    missing = [name for name, value in fields.items() if not (value or "").strip()]
+    if missing:
+        raise InvalidRequest(f"manual intervention needs {', '.join(missing)}")
+
+
+def _lock_at_version(conn: sa.Connection, namespace: str, task_id: str, expected: int) -> Any:
+    task = lock_task(conn, namespace, task_id)
+    if task is None:
+        raise NotFound(f"task {task_id} not found in namespace {namespace!r}")
+    if task.state_version != expected:
+        raise Conflict(
+            f"task {task_id} is at state_version {task.state_version}, not {expected}: "
+            "it changed since you looked; re-read it and decide again"
+        )
+    return task
+
+
+def review_task(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    task_id: str,
+    decision: ReviewDecision,
+    actor: str,
+    reason: str,
+    evidence_ref: str,
+    expected_state_version: int,
+    execution_ended: bool,
+) -> TaskState:
+    """Settle a NEEDS_REVIEW task as SUCCEEDED or FAILED, with evidence and audit."""
+    _require(actor=actor, reason=reason, evidence_ref=evidence_ref)
+    if not execution_ended:
+        raise InvalidRequest(
+            "declare that execution has ended (execution_ended=true): review must not race a "
+            "handler that may still be producing side effects"
+        )
+    task = _lock_at_version(conn, namespace, task_id, expected_state_version)
+    if task.state != TaskState.NEEDS_REVIEW.value:
+        raise Conflict(f"task {task_id} is {task.state}; only NEEDS_REVIEW tasks are reviewed")
+    now = db_now(conn)
+    to_state = TaskState.SUCCEEDED if decision is ReviewDecision.SUCCEEDED else TaskState.FAILED
+    details = {"evidence_ref": evidence_ref, "review_reason": reason}
+    extra: dict[str, Any] = (
+        {}
+        if to_state is TaskState.SUCCEEDED
+        else {"error": {"type": "review_failed", "message": reason}}
+    )
+    transition(
+        conn,
+        task,
+        to_state,
+        now=now,
+        reason=f"review: {reason}"[:255],
+        actor=actor,
+        details=details,
+        **extra,
+    )
+    record_audit(
+        conn,
+        namespace=namespace,
+        actor=actor,
+        action="task.review",
+        resource_kind="task",
+        resource_id=task_id,
+        resource_version=task.state_version,
+        reason=reason,
+        evidence_ref=evidence_ref,
+        before={"state": task.state},
+        after={"state": to_state.value},
+        now=now,
+    )
+    return to_state
+
+
+def retry_task(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    task_id: str,
+    actor: str,
+    reason: str,
+    expected_state_version: int,
+    safe_to_retry: bool,
+) -> SubmitResult:
+    """Create the one direct successor of a FAILED or CANCELLED task."""
+    _require(actor=actor, reason=reason)
+    if not safe_to_retry:
+        raise InvalidRequest(
+            "declare that running the task again is safe (safe_to_retry=true): the original "
+            "may already have produced side effects"
+        )
+    original = _lock_at_version(conn, namespace, task_id, expected_state_version)
+    if TaskState(original.state) not in RETRYABLE_STATES:
+        raise Conflict(
+            f"task {task_id} is {original.state}; only FAILED or CANCELLED tasks are retried "
+            "(review a NEEDS_REVIEW task first)"
+        )
+    successor = conn.execute(
+        sa.select(tasks.c.id).where(tasks.c.retry_of == task_id)
+    ).scalar_one_or_none()
+    if successor is not None:
+        raise Conflict(f"task {task_id} already has its retry: task {successor}")
+    result = submit_task(
+        conn,
+        SubmitRequest(
+            namespace=namespace,
+            queue=original.queue,
+            handler=original.handler,
+            params=original.params,
+            deadline_at=None,
+            priority=original.priority,
+            concurrency_key=original.concurrency_key,
+            concurrency_limit=original.concurrency_limit if original.concurrency_key else None,
+            max_attempts=original.max_attempts,
+            backoff_initial_ms=original.backoff_initial_ms,
+            backoff_max_ms=original.backoff_max_ms,
+            backoff_multiplier=original.backoff_multiplier,
+            safety=Safety(original.safety),
+            gate_id=original.gate_id,
+            retry_of=task_id,
+            submitted_by=actor,
+        ),
+    )
+    record_audit(
+        conn,
+        namespace=namespace,
+        actor=actor,
+        action="task.retry",
+        resource_kind="task",
+        resource_id=task_id,
+        resource_version=original.state_version,
+        reason=reason,
+        before={"state": original.state},
+        after={"retry_task_id": result.task_id},
+        now=db_now(conn),
+    )
+    return result
