@@ -7,6 +7,7 @@ transaction of this driver sees (``orbit_clock_skew_seconds``), never the app's 
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import uuid
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from orbit_store.clock import CLOCK_SKEW_OPTION
+from orbit_store.clock import CLOCK_SKEW_OPTION, db_now
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.cancel import cancel_task
@@ -61,6 +62,10 @@ class PulseDriver:
         """Move this driver's database clock forward."""
         self.skew += seconds
         self.engine = self.base_engine.execution_options(**{CLOCK_SKEW_OPTION: self.skew})
+
+    def now(self, seconds: float = 0) -> dt.datetime:
+        """The database time this driver sees, plus ``seconds``."""
+        return self.tx(db_now) + dt.timedelta(seconds=seconds)
 
     def tx(self, work: Callable[[sa.Connection], T]) -> T:
         return run_transaction(self.engine, work)

@@ -161,10 +161,8 @@ def test_a_draining_session_cannot_lease(pulse: PulseDriver) -> None:
 
 
 def test_claim_fails_a_waiting_task_whose_deadline_passed(pulse: PulseDriver) -> None:
-    pulse.submit(deadline_at=None)
-    task = pulse.submit(priority=-1, deadline_at=pulse.task(pulse.submit().task_id).created_at)
-    pulse.advance(1)
-    grants = pulse.claim(limit=5)
-    assert task.task_id not in [g.task_id for g in grants]
+    task = pulse.submit(deadline_at=pulse.now(seconds=5))
+    pulse.advance(6)
+    assert pulse.claim() == []
     assert pulse.state(task.task_id) == "FAILED"
     assert pulse.task(task.task_id).error["type"] == "deadline_exceeded"
