@@ -15,6 +15,10 @@ class Conflict(StoreError):
     """The request contradicts what is stored (e.g. same idempotency key, different request)."""
 
 
+class IdempotencyConflict(Conflict):
+    """The idempotency key was already used for a different request in this namespace."""
+
+
 class InvalidRequest(StoreError):
     """The input is well-formed but not acceptable (bad policy values, unknown queue, …)."""
 

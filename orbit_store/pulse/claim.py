@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.errors import Conflict, InvalidRequest
+from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id, new_secret
 from orbit_store.schema import (
     concurrency_keys,
@@ -42,15 +42,19 @@ def claim_tasks(
     conn: sa.Connection,
     *,
     namespace: str,
-    queues_: list[str],
+    queues_: list[str] | None,
     limit: int,
     worker_session_id: str | None = None,
 ) -> list[LeaseGrant]:
-    """Lease up to ``limit`` due WAITING tasks from ``queues_`` (in queue-priority order)."""
+    """Lease up to ``limit`` due WAITING tasks from ``queues_`` (in queue-priority order);
+    ``queues_=None`` means the queues the worker session registered for."""
     if not 1 <= limit <= MAX_CLAIM_BATCH:
         raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIM_BATCH}")
     if worker_session_id is not None:
-        _require_active_session(conn, namespace, worker_session_id)
+        session_queues = _require_active_session(conn, namespace, worker_session_id)
+        queues_ = session_queues if queues_ is None else queues_
+    if not queues_:
+        raise InvalidRequest("name at least one queue to claim from")
     now = db_now(conn)
     grants: list[LeaseGrant] = []
     for queue in _claimable_queues(conn, namespace, queues_):
@@ -65,18 +69,22 @@ def claim_tasks(
     return grants
 
 
-def _require_active_session(conn: sa.Connection, namespace: str, session_id: str) -> None:
-    # Shared lock: a concurrent revoke waits until this claim commits, then lapses its leases.
-    state = conn.execute(
-        sa.select(worker_sessions.c.state)
+def _require_active_session(conn: sa.Connection, namespace: str, session_id: str) -> list[str]:
+    """The session's queues. Shared lock: a concurrent revoke waits until this claim commits,
+    then lapses its leases."""
+    row = conn.execute(
+        sa.select(worker_sessions.c.state, worker_sessions.c.queues)
         .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
         .with_for_update(read=True)
-    ).scalar_one_or_none()
-    if state != "ACTIVE":
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"worker session {session_id} not found in namespace {namespace!r}")
+    if row.state != "ACTIVE":
         raise Conflict(
-            f"worker session {session_id} is {state or 'unknown'}: only ACTIVE sessions lease "
+            f"worker session {session_id} is {row.state}: only ACTIVE sessions lease "
             "tasks; register a new session"
         )
+    return list(row.queues)
 
 
 def _claimable_queues(conn: sa.Connection, namespace: str, names: list[str]) -> list[str]:
@@ -258,6 +266,8 @@ def _grant(
                 safety=Safety(task.safety),
                 state_version=task.state_version + 1,
                 deadline_at=task.deadline_at,
+                available_at=task.available_at,
+                leased_at=now,
             )
         )
     conn.execute(task_attempts.insert(), attempt_rows)

@@ -77,7 +77,7 @@ def complete_attempt(
             attempt_id=attempt_id,
             available_at=now,
         )
-        return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING)
+        return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING, queue=task.queue)
     if attempt.state != AttemptState.RUNNING.value:
         raise InvalidRequest("start the attempt before reporting its outcome (or release it)")
     if outcome is Outcome.CANCELLED and not task.cancel_requested:
@@ -97,7 +97,7 @@ def complete_attempt(
     elif error is not None:
         extra["error"] = error
     transition(conn, task, to_state, now=now, reason=reason, attempt_id=attempt_id, **extra)
-    return CompletionResult(CompletionStatus.APPLIED, to_state, reason)
+    return CompletionResult(CompletionStatus.APPLIED, to_state, reason, queue=task.queue)
 
 
 def _decide(

@@ -28,6 +28,9 @@ class TaskState(enum.StrEnum):
 
 TERMINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
+#: States whose arrival is an outcome (announced as a result event, counted in metrics).
+OUTCOME_TASK_STATES = TERMINAL_STATES | {TaskState.NEEDS_REVIEW}
+
 #: Every transition the seed's state machine (§2) allows; anything else is a bug.
 LEGAL_TRANSITIONS: frozenset[tuple[TaskState | None, TaskState]] = frozenset(
     {
@@ -120,6 +123,8 @@ class LeaseGrant:
     safety: Safety
     state_version: int
     deadline_at: dt.datetime | None
+    available_at: dt.datetime | None = None  # when it became due: dispatch latency starts here
+    leased_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,7 @@ class CompletionResult:
     status: CompletionStatus
     task_state: TaskState | None
     reason: str | None = None
+    queue: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.errors import Conflict, InvalidRequest, NotFound
+from orbit_store.errors import IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
 from orbit_store.schema import concurrency_keys, submission_keys, tasks
 
@@ -79,7 +79,7 @@ def find_submission(
     if row is None:
         return None
     if row.request_digest != digest:
-        raise Conflict(
+        raise IdempotencyConflict(
             f"idempotency key {idempotency_key!r} was already used for a different request "
             f"(task {row.id}); use a new key for a new request"
         )

@@ -12,17 +12,11 @@ import sqlalchemy as sa
 from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 
-from .model import LEGAL_TRANSITIONS, TaskState
+from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState
 
 
 class LostRace(Exception):
     """A conditional update matched no row: another transaction changed the task first."""
-
-
-#: States whose arrival is announced as a result event (seed §6.2, §6.3).
-OUTCOME_STATES = frozenset(
-    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.NEEDS_REVIEW}
-)
 
 
 def lock_task(conn: sa.Connection, namespace: str, task_id: str) -> sa.Row[Any] | None:
@@ -83,7 +77,7 @@ def transition(
         actor=actor,
         details=details,
     )
-    if to_state in OUTCOME_STATES:
+    if to_state in OUTCOME_TASK_STATES:  # announced as a result event (seed §6.2, §6.3)
         conn.execute(
             result_events.insert().values(
                 id=new_id(),

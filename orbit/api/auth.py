@@ -1,0 +1,73 @@
+"""Bearer-token authentication and namespace/role authorisation for every request.
+
+Tokens are looked up by their sha256 hash. A short cache keeps the lookup off the hot path; a
+revoked token stops working within ``CACHE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from orbit_store.credentials import Credential, Role, authenticate, hash_api_token
+
+from .problems import ApiProblem
+
+CACHE_SECONDS = 5.0
+
+
+class TokenCache:
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, Credential | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[bool, Credential | None]:
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return False, None
+        return True, entry[1]
+
+    def put(self, key: str, credential: Credential | None) -> None:
+        with self._lock:
+            if len(self._entries) > 10_000:
+                self._entries.clear()
+            self._entries[key] = (time.monotonic() + CACHE_SECONDS, credential)
+
+
+def current_credential(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> Credential:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise ApiProblem(401, "unauthorized", "send 'Authorization: Bearer <token>'")
+    token = authorization[7:].strip()
+    cache: TokenCache = request.app.state.token_cache
+    key = hash_api_token(token)
+    hit, credential = cache.get(key)
+    if not hit:
+        with request.app.state.engine.connect() as conn:
+            credential = authenticate(conn, token)
+        cache.put(key, credential)
+    if credential is None:
+        raise ApiProblem(401, "unauthorized", "the token is unknown, expired or revoked")
+    return credential
+
+
+CurrentCredential = Annotated[Credential, Depends(current_credential)]
+
+
+def authorize(credential: Credential, namespace: str, *roles: Role) -> None:
+    """403 unless the token belongs to ``namespace`` and holds one of ``roles`` (or admin)."""
+    if credential.namespace != namespace:
+        raise ApiProblem(
+            403, "forbidden", f"this token is scoped to another namespace, not {namespace!r}"
+        )
+    if not any(credential.allows(role) for role in roles):
+        wanted = " or ".join(r.value for r in roles)
+        raise ApiProblem(403, "forbidden", f"this needs the {wanted} role in {namespace!r}")
+
+
+READ_ROLES = (Role.SUBMIT, Role.WORK, Role.REVIEW)

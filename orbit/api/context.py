@@ -1,0 +1,40 @@
+"""What every route needs from the running app: the engine, wake-ups, metrics, settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import Depends, Request
+
+from orbit.metrics import Metrics
+
+from .wakeups import Wakeups
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    database_url: str
+    host: str = "127.0.0.1"
+    port: int = 8080
+    reaper_interval: float = 1.0
+    lease_poll_interval: float = 1.0
+    heartbeat_interval: float = 10.0
+    require_registered_pods: bool = False
+    run_engines: bool = True
+
+
+@dataclass
+class AppContext:
+    engine: sa.Engine
+    settings: ServerSettings
+    wakeups: Wakeups
+    metrics: Metrics
+
+
+def app_context(request: Request) -> AppContext:
+    return request.app.state.ctx  # type: ignore[no-any-return]
+
+
+Ctx = Annotated[AppContext, Depends(app_context)]

@@ -1,0 +1,103 @@
+"""RFC 9457 problem details: one error shape everywhere, with a stable ``type`` per kind."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orbit_store import errors as store
+
+PROBLEM_BASE = "https://orbit.dev/problems/"
+MEDIA_TYPE = "application/problem+json"
+
+log = logging.getLogger("orbit.api")
+
+TITLES = {
+    "unauthorized": "Missing or invalid bearer token",
+    "forbidden": "The token may not do this in this namespace",
+    "not-found": "Not found",
+    "validation": "The request is not valid",
+    "idempotency-conflict": "Idempotency key reused for a different request",
+    "conflict": "The request conflicts with the current state",
+    "quota-exceeded": "A quota refused the request; nothing was written",
+    "lease-lost": "The lease is no longer held",
+    "stale-attempt": "The attempt is no longer the task's current attempt",
+    "invalid-attempt-token": "The attempt token is wrong",
+    "cancel-requested": "The task was cancelled before it started",
+    "gate-closed": "The task's execution gate is closed",
+    "unavailable": "Temporarily unavailable; retry",
+    "internal": "Internal error",
+}
+
+
+class ApiProblem(Exception):
+    def __init__(self, status: int, slug: str, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail or TITLES[slug])
+        self.status, self.slug, self.detail, self.extra = status, slug, detail, extra
+
+
+def problem(
+    status: int, slug: str, detail: str | None, request: Request, **extra: Any
+) -> JSONResponse:
+    body = {
+        "type": PROBLEM_BASE + slug,
+        "title": TITLES[slug],
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+        **extra,
+    }
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+_STORE_ERRORS: list[tuple[type[Exception], int, str]] = [
+    (store.IdempotencyConflict, 409, "idempotency-conflict"),
+    (store.NotFound, 404, "not-found"),
+    (store.Conflict, 409, "conflict"),
+    (store.InvalidRequest, 422, "validation"),
+    (store.QuotaExceeded, 429, "quota-exceeded"),
+    (store.TransientStoreError, 503, "unavailable"),
+    (store.CommitOutcomeUnknown, 503, "unavailable"),
+    (store.SchemaOutOfDate, 503, "unavailable"),
+]
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiProblem)
+    async def _api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
+        return problem(exc.status, exc.slug, exc.detail, request, **exc.extra)
+
+    @app.exception_handler(store.StoreError)
+    async def _store_error(request: Request, exc: store.StoreError) -> JSONResponse:
+        for cls, status, slug in _STORE_ERRORS:
+            if isinstance(exc, cls):
+                return problem(status, slug, str(exc), request)
+        return problem(500, "internal", str(exc), request)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        return problem(
+            422, "validation", "the request body or parameters are invalid", request, errors=details
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "validation"}.get(
+            exc.status_code, "validation" if exc.status_code < 500 else "internal"
+        )
+        return problem(exc.status_code, slug, str(exc.detail), request)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"path": request.url.path})
+        return problem(500, "internal", "unexpected server error; see the server log", request)

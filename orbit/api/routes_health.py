@@ -1,0 +1,44 @@
+"""Probes and metrics: /healthz (process up), /readyz (database reachable, schema current),
+/metrics (Prometheus)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from orbit_store import migrate
+
+from .context import Ctx
+from .problems import problem
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="The process is up")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Database reachable and schema current", response_model=None)
+def readyz(request: Request, ctx: Ctx) -> Response | dict[str, str]:
+    try:
+        current = migrate.current_revision(ctx.engine)
+    except sa.exc.SQLAlchemyError as exc:
+        return problem(
+            503, "unavailable", f"database unreachable: {exc.__class__.__name__}", request
+        )
+    head = migrate.head_revision()
+    if current != head:
+        return problem(
+            503,
+            "unavailable",
+            f"schema at {current or 'none'}, code needs {head}: run `orbit admin migrate`",
+            request,
+        )
+    return {"status": "ready", "schema": head or ""}
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+def metrics(ctx: Ctx) -> Response:
+    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

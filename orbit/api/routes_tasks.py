@@ -1,0 +1,252 @@
+"""Task resources: submit, read, list, cancel, review, retry (``/v1/namespaces/{ns}/tasks``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import functools
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from orbit_store.credentials import Role
+from orbit_store.db import run_transaction
+from orbit_store.pulse import queries, service
+from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety
+from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
+from orbit_store.pulse.submit import SubmitRequest
+
+from . import schemas
+from .auth import READ_ROLES, CurrentCredential, authorize
+from .context import AppContext, Ctx
+from .problems import ApiProblem
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
+
+Namespace = Annotated[str, Path(pattern=schemas.NAME_PATTERN, max_length=63)]
+TaskId = Annotated[str, Path(min_length=1, max_length=36)]
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.Problem} for code in (401, 403, 404, 409, 422, 429, 503)
+}
+
+
+def _detail(ctx: AppContext, namespace: str, task_id: str) -> queries.TaskDetail:
+    with ctx.engine.connect() as conn:
+        detail = queries.get_task(conn, namespace, task_id)
+    if detail is None:
+        raise ApiProblem(404, "not-found", f"task {task_id} not found in namespace {namespace!r}")
+    return detail
+
+
+def _task(detail: queries.TaskDetail, **extra: Any) -> schemas.Task:
+    return schemas.Task.model_validate({**detail.task.__dict__, **extra})
+
+
+def _request(namespace: str, body: schemas.TaskSubmission, submitter: str) -> SubmitRequest:
+    retry = body.retry or schemas.RetryPolicyIn()
+    return SubmitRequest(
+        namespace=namespace,
+        queue=body.queue,
+        handler=body.handler,
+        params=body.params,
+        idempotency_key=body.idempotency_key,
+        delay_seconds=body.delay_seconds,
+        available_at=_utc(body.available_at),
+        deadline_at=_utc(body.deadline_at),
+        priority=body.priority,
+        concurrency_key=body.concurrency_key,
+        concurrency_limit=body.concurrency_limit,
+        max_attempts=retry.max_attempts,
+        backoff_initial_ms=_ms(retry.backoff_initial_seconds),
+        backoff_max_ms=_ms(retry.backoff_max_seconds),
+        backoff_multiplier=retry.backoff_multiplier,
+        safety=Safety(body.safety) if body.safety else None,
+        submitted_by=submitter,
+    )
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    """Store naive UTC; aware inputs are converted, naive inputs are taken as UTC."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=schemas.Task,
+    responses=PROBLEMS,
+    summary="Submit a task (idempotent by key)",
+)
+def submit(
+    namespace: Namespace,
+    body: schemas.TaskSubmission,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    response: Response,
+) -> schemas.Task:
+    """201 for a new task; 200 with ``replayed: true`` when the key names an identical request;
+    409 ``idempotency-conflict`` for a different request under the same key; 429 on a quota."""
+    authorize(credential, namespace, Role.SUBMIT)
+    result = service.submit(ctx.engine, _request(namespace, body, credential.name))
+    ctx.metrics.submissions.labels(
+        namespace, body.queue, "replayed" if result.replayed else "new"
+    ).inc()
+    if result.replayed:
+        response.status_code = 200
+    else:
+        ctx.wakeups.notify(namespace)
+    response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
+    return _task(_detail(ctx, namespace, result.task_id), replayed=result.replayed)
+
+
+@router.get(
+    "/{task_id}",
+    response_model=schemas.TaskDetail,
+    responses=PROBLEMS,
+    summary="A task with its attempts and events",
+)
+def get(
+    namespace: Namespace, task_id: TaskId, credential: CurrentCredential, ctx: Ctx
+) -> schemas.TaskDetail:
+    authorize(credential, namespace, *READ_ROLES)
+    detail = _detail(ctx, namespace, task_id)
+    return schemas.TaskDetail.model_validate(
+        {**detail.task.__dict__, "attempts": detail.attempts, "events": detail.events}
+    )
+
+
+@router.get("", response_model=schemas.TaskPage, responses=PROBLEMS, summary="List tasks")
+def list_(
+    namespace: Namespace,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    queue: Annotated[str | None, Query(max_length=63)] = None,
+    state: Annotated[schemas.TaskStateName | None, Query()] = None,
+    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    page_token: Annotated[str | None, Query(max_length=200)] = None,
+) -> schemas.TaskPage:
+    """Newest first; pass ``next_page_token`` back as ``page_token`` for the next page."""
+    authorize(credential, namespace, *READ_ROLES)
+    before = _decode_token(page_token)
+    with ctx.engine.connect() as conn:
+        page, last = queries.list_tasks(
+            conn, namespace, queue=queue, state=state, limit=page_size, before_id=before
+        )
+    token = base64.urlsafe_b64encode(last.encode()).decode() if last else None
+    return schemas.TaskPage(
+        items=[schemas.Task.model_validate(t.__dict__) for t in page], next_page_token=token
+    )
+
+
+def _decode_token(token: str | None) -> str | None:
+    if token is None:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise ApiProblem(422, "validation", "page_token is not one this API issued") from exc
+
+
+@router.post(
+    "/{task_id}/cancel",
+    response_model=schemas.Task,
+    responses=PROBLEMS,
+    summary="Cancel (or request cancellation of) a task",
+)
+def cancel(
+    namespace: Namespace,
+    task_id: TaskId,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    body: schemas.CancelRequest | None = None,
+) -> schemas.Task:
+    """WAITING/LEASED tasks are cancelled at once; a RUNNING task gets ``cancel_requested``
+    and ends CANCELLED when its worker confirms; finished tasks are left as they are."""
+    authorize(credential, namespace, Role.SUBMIT)
+    result = run_transaction(
+        ctx.engine,
+        functools.partial(
+            cancel_task,
+            namespace=namespace,
+            task_id=task_id,
+            actor=credential.name,
+            reason=(body.reason if body else ""),
+        ),
+    )
+    if result.changed and result.state in OUTCOME_TASK_STATES:
+        detail = _detail(ctx, namespace, task_id)
+        ctx.metrics.outcomes.labels(namespace, detail.task.queue, result.state).inc()
+        return _task(detail)
+    return _task(_detail(ctx, namespace, task_id))
+
+
+@router.post(
+    "/{task_id}/review",
+    response_model=schemas.Task,
+    responses=PROBLEMS,
+    summary="Settle a NEEDS_REVIEW task (audited)",
+)
+def review(
+    namespace: Namespace,
+    task_id: TaskId,
+    body: schemas.ReviewRequest,
+    credential: CurrentCredential,
+    ctx: Ctx,
+) -> schemas.Task:
+    authorize(credential, namespace, Role.REVIEW)
+    run_transaction(
+        ctx.engine,
+        functools.partial(
+            review_task,
+            namespace=namespace,
+            task_id=task_id,
+            decision=ReviewDecision(body.decision),
+            actor=credential.name,
+            reason=body.reason,
+            evidence_ref=body.evidence_ref,
+            expected_state_version=body.expected_state_version,
+            execution_ended=body.execution_ended,
+        ),
+    )
+    return _task(_detail(ctx, namespace, task_id))
+
+
+@router.post(
+    "/{task_id}/retry",
+    status_code=201,
+    response_model=schemas.Task,
+    responses=PROBLEMS,
+    summary="Manual retry: a new task linked by retry_of",
+)
+def retry(
+    namespace: Namespace,
+    task_id: TaskId,
+    body: schemas.RetryRequest,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    response: Response,
+) -> schemas.Task:
+    authorize(credential, namespace, Role.REVIEW)
+    result = run_transaction(
+        ctx.engine,
+        functools.partial(
+            retry_task,
+            namespace=namespace,
+            task_id=task_id,
+            actor=credential.name,
+            reason=body.reason,
+            expected_state_version=body.expected_state_version,
+            safe_to_retry=body.safe_to_retry,
+        ),
+    )
+    ctx.wakeups.notify(namespace)
+    response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
+    return _task(_detail(ctx, namespace, result.task_id))

@@ -1,0 +1,269 @@
+"""The worker protocol (ORBIT.md §6): sessions → lease (long-poll) → start → heartbeat →
+complete. Every call is scoped to the token's namespace; attempts need their secret token."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Path, Request, Response
+
+from orbit_store.credentials import Credential, Role
+from orbit_store.db import run_transaction
+from orbit_store.pulse import sessions
+from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.heartbeat import renew_leases
+from orbit_store.pulse.model import (
+    OUTCOME_TASK_STATES,
+    CompletionStatus,
+    LeaseGrant,
+    Outcome,
+    RenewRequest,
+    StartRefusal,
+)
+from orbit_store.pulse.start import start_attempt
+
+from . import schemas
+from .auth import CurrentCredential, authorize
+from .context import AppContext, Ctx
+from .problems import ApiProblem
+from .routes_tasks import PROBLEMS
+
+router = APIRouter(tags=["workers"])
+
+SessionId = Annotated[str, Path(min_length=1, max_length=36)]
+AttemptId = Annotated[str, Path(min_length=1, max_length=36)]
+
+_START_REFUSALS = {
+    StartRefusal.NOT_FOUND: (404, "not-found"),
+    StartRefusal.INVALID_TOKEN: (403, "invalid-attempt-token"),
+    StartRefusal.STALE_ATTEMPT: (409, "stale-attempt"),
+    StartRefusal.LEASE_EXPIRED: (409, "lease-lost"),
+    StartRefusal.GATE_CLOSED: (409, "gate-closed"),
+    StartRefusal.CANCEL_REQUESTED: (409, "cancel-requested"),
+}
+
+
+def _worker(credential: Credential) -> str:
+    authorize(credential, credential.namespace, Role.WORK)
+    return credential.namespace
+
+
+def _session(ctx: AppContext, view: sessions.WorkerSession) -> schemas.Session:
+    return schemas.Session(
+        id=view.id,
+        namespace=view.namespace,
+        worker_name=view.worker_name,
+        generation=view.generation,
+        state=view.state,
+        expires_at=view.expires_at,
+        heartbeat_interval_seconds=ctx.settings.heartbeat_interval,
+    )
+
+
+@router.post(
+    "/v1/worker-sessions",
+    status_code=201,
+    response_model=schemas.Session,
+    responses=PROBLEMS,
+    summary="Register a worker session",
+)
+def create_session(
+    body: schemas.SessionCreate, credential: CurrentCredential, ctx: Ctx
+) -> schemas.Session:
+    authorize(credential, body.namespace, Role.WORK)
+    view = run_transaction(
+        ctx.engine,
+        functools.partial(
+            sessions.register_session,
+            namespace=body.namespace,
+            worker_name=body.worker_name,
+            queues=body.queues,
+            ttl_seconds=body.ttl_seconds,
+            pod_uid=body.pod_uid,
+            require_registered_pod=ctx.settings.require_registered_pods,
+        ),
+    )
+    return _session(ctx, view)
+
+
+@router.post(
+    "/v1/worker-sessions/{session_id}/lease",
+    response_model=schemas.LeaseBatch,
+    responses=PROBLEMS,
+    summary="Lease due tasks (long-poll)",
+)
+async def lease(
+    session_id: SessionId,
+    body: schemas.LeaseRequest,
+    request: Request,
+    credential: CurrentCredential,
+    ctx: Ctx,
+) -> schemas.LeaseBatch:
+    """Returns as soon as at least one task is leased, or after ``wait_seconds`` with none.
+    A submission to this namespace in this server wakes the request within milliseconds."""
+    namespace = _worker(credential)
+    deadline = time.monotonic() + body.wait_seconds
+    claim = functools.partial(
+        claim_tasks,
+        namespace=namespace,
+        queues_=None,
+        limit=body.max_tasks,
+        worker_session_id=session_id,
+    )
+    while True:
+        woken = ctx.wakeups.waiter(namespace)
+        try:
+            grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
+            remaining = deadline - time.monotonic()
+            if grants or remaining <= 0 or await request.is_disconnected():
+                break
+            timeout = min(remaining, ctx.settings.lease_poll_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(woken), timeout)
+        finally:
+            woken.cancel()
+    _observe_dispatch(ctx, grants)
+    return schemas.LeaseBatch(leases=[schemas.Lease.model_validate(g) for g in grants])
+
+
+def _observe_dispatch(ctx: AppContext, grants: list[LeaseGrant]) -> None:
+    for grant in grants:
+        if grant.available_at is not None and grant.leased_at is not None:
+            latency = max((grant.leased_at - grant.available_at).total_seconds(), 0.0)
+            ctx.metrics.dispatch_latency.labels(grant.namespace, grant.queue).observe(latency)
+
+
+@router.post(
+    "/v1/worker-sessions/{session_id}/drain",
+    response_model=schemas.Session,
+    responses=PROBLEMS,
+    summary="Stop leasing; running attempts continue",
+)
+def drain(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> schemas.Session:
+    namespace = _worker(credential)
+    view = run_transaction(
+        ctx.engine,
+        functools.partial(sessions.drain_session, namespace=namespace, session_id=session_id),
+    )
+    return _session(ctx, view)
+
+
+@router.delete(
+    "/v1/worker-sessions/{session_id}",
+    status_code=204,
+    responses=PROBLEMS,
+    summary="Close a session; leases it still holds lapse",
+)
+def close(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> Response:
+    namespace = _worker(credential)
+    run_transaction(
+        ctx.engine,
+        functools.partial(sessions.close_session, namespace=namespace, session_id=session_id),
+    )
+    return Response(status_code=204)
+
+
+@router.post(
+    "/v1/attempts/{attempt_id}/start",
+    response_model=schemas.StartResponse,
+    responses=PROBLEMS,
+    summary="Start an attempt (LEASED → RUNNING)",
+)
+def start(
+    attempt_id: AttemptId, body: schemas.AttemptToken, credential: CurrentCredential, ctx: Ctx
+) -> schemas.StartResponse:
+    namespace = _worker(credential)
+    result = run_transaction(
+        ctx.engine,
+        functools.partial(
+            start_attempt, namespace=namespace, attempt_id=attempt_id, token=body.token
+        ),
+    )
+    if not result.started:
+        assert result.refusal is not None
+        status, slug = _START_REFUSALS[result.refusal]
+        raise ApiProblem(status, slug, f"attempt {attempt_id}: {result.refusal.value}")
+    return schemas.StartResponse(
+        started=True,
+        already_started=result.already_started,
+        lease_expires_at=result.lease_expires_at,
+    )
+
+
+@router.post(
+    "/v1/attempts/heartbeat",
+    response_model=schemas.HeartbeatResponse,
+    responses=PROBLEMS,
+    summary="Renew leases (batch) and the worker session",
+)
+def heartbeat(
+    body: schemas.HeartbeatRequest, credential: CurrentCredential, ctx: Ctx
+) -> schemas.HeartbeatResponse:
+    namespace = _worker(credential)
+    session = None
+    if body.session_id is not None:
+        view = run_transaction(
+            ctx.engine,
+            functools.partial(
+                sessions.renew_session, namespace=namespace, session_id=body.session_id
+            ),
+        )
+        session = _session(ctx, view)
+    items = [RenewRequest(i.attempt_id, i.token) for i in body.items]
+    results = (
+        run_transaction(
+            ctx.engine, functools.partial(renew_leases, namespace=namespace, items=items)
+        )
+        if items
+        else []
+    )
+    return schemas.HeartbeatResponse(
+        results=[schemas.HeartbeatResult.model_validate(r) for r in results], session=session
+    )
+
+
+@router.post(
+    "/v1/attempts/{attempt_id}/complete",
+    response_model=schemas.CompletionResponse,
+    responses=PROBLEMS,
+    summary="Report an attempt's outcome",
+)
+def complete(
+    attempt_id: AttemptId, body: schemas.Completion, credential: CurrentCredential, ctx: Ctx
+) -> schemas.CompletionResponse:
+    """``duplicate`` when this outcome was already recorded; 409 ``stale-attempt`` when the
+    attempt was superseded (the report is kept on the attempt as evidence)."""
+    namespace = _worker(credential)
+    result = run_transaction(
+        ctx.engine,
+        functools.partial(
+            complete_attempt,
+            namespace=namespace,
+            attempt_id=attempt_id,
+            token=body.token,
+            outcome=Outcome(body.outcome),
+            result=body.result,
+            error=body.error,
+            retryable=body.retryable,
+        ),
+    )
+    if result.status is CompletionStatus.REFUSED:
+        raise ApiProblem(403, "invalid-attempt-token", result.reason)
+    if result.status is CompletionStatus.SUPERSEDED:
+        raise ApiProblem(
+            409,
+            "stale-attempt",
+            f"attempt {attempt_id} was superseded; the report is kept as evidence",
+        )
+    state = result.task_state
+    if result.status is CompletionStatus.APPLIED and state in OUTCOME_TASK_STATES:
+        ctx.metrics.outcomes.labels(namespace, result.queue or "", state).inc()
+    return schemas.CompletionResponse(
+        status=result.status.value, task_state=result.task_state, reason=result.reason
+    )

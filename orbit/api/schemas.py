@@ -1,0 +1,252 @@
+"""The HTTP API's request and response bodies (``/v1``). This module is the wire contract the
+SDK (``orbit_sdk``) mirrors; extend it, don't break it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+Safety = Literal["safe", "unsafe"]
+TaskStateName = Literal[
+    "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "FAILED", "NEEDS_REVIEW", "CANCELLED"
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _utc(cls, value: Any) -> Any:
+        """The store keeps naive UTC; the wire always says so (RFC 3339 with an offset)."""
+        if isinstance(value, dt.datetime) and value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value
+
+
+# --- tasks ---------------------------------------------------------------------------------
+
+
+class RetryPolicyIn(Strict):
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+    backoff_initial_seconds: float | None = Field(None, ge=0, le=86_400)
+    backoff_max_seconds: float | None = Field(None, ge=0, le=86_400 * 7)
+    backoff_multiplier: float | None = Field(None, ge=1, le=100)
+
+
+class TaskSubmission(Strict):
+    queue: str = Field("default", pattern=NAME_PATTERN, max_length=63)
+    handler: str = Field(..., min_length=1, max_length=255, examples=["shop.send_receipt"])
+    params: Any = Field(default_factory=dict, examples=[{"order_id": 42}])
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="Same key + same request returns the original task (200); "
+        "same key + different request is 409.",
+    )
+    delay_seconds: float | None = Field(None, ge=0, le=86_400 * 366)
+    available_at: dt.datetime | None = Field(None, description="RFC 3339; not with delay_seconds")
+    deadline_at: dt.datetime | None = None
+    priority: int | None = Field(None, ge=-1000, le=1000, description="Lower runs first.")
+    concurrency_key: str | None = Field(None, min_length=1, max_length=255)
+    concurrency_limit: int | None = Field(None, ge=1, le=10_000)
+    retry: RetryPolicyIn | None = None
+    safety: Safety | None = Field(
+        None, description="'unsafe' tasks go to NEEDS_REVIEW when their worker is lost mid-run."
+    )
+
+
+class Task(Out):
+    id: str
+    namespace: str
+    queue: str
+    handler: str
+    params: Any
+    state: TaskStateName
+    state_version: int
+    priority: int
+    available_at: dt.datetime
+    deadline_at: dt.datetime | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None
+    attempts_used: int
+    max_attempts: int
+    safety: Safety
+    concurrency_key: str | None
+    cancel_requested: bool
+    retry_of: str | None
+    result: Any
+    error: Any
+    replayed: bool = Field(False, description="True when an idempotent submit found this task.")
+
+
+class Attempt(Out):
+    id: str
+    generation: int
+    state: Literal["LEASED", "RUNNING", "FINISHED"]
+    outcome: str | None
+    outcome_reason: str | None
+    worker_session_id: str | None
+    leased_at: dt.datetime
+    lease_expires_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    result: Any
+    error: Any
+    late_outcome: str | None
+    late_reported_at: dt.datetime | None
+
+
+class TaskEvent(Out):
+    state_version: int
+    from_state: str | None
+    to_state: str
+    reason: str
+    attempt_id: str | None
+    actor: str | None
+    at: dt.datetime
+
+
+class TaskDetail(Task):
+    attempts: list[Attempt]
+    events: list[TaskEvent]
+
+
+class TaskPage(Out):
+    items: list[Task]
+    next_page_token: str | None
+
+
+class CancelRequest(Strict):
+    reason: str = Field("", max_length=1024)
+
+
+class ReviewRequest(Strict):
+    decision: Literal["succeeded", "failed"]
+    reason: str = Field(..., min_length=1, max_length=1024)
+    evidence_ref: str = Field(..., min_length=1, max_length=1024)
+    expected_state_version: int = Field(..., ge=1)
+    execution_ended: bool = Field(
+        ..., description="Must be true: you confirm no handler is still producing effects."
+    )
+
+
+class RetryRequest(Strict):
+    reason: str = Field(..., min_length=1, max_length=1024)
+    expected_state_version: int = Field(..., ge=1)
+    safe_to_retry: bool = Field(..., description="Must be true: running it again is safe.")
+
+
+# --- worker protocol -----------------------------------------------------------------------
+
+
+class SessionCreate(Strict):
+    namespace: str = Field(..., pattern=NAME_PATTERN, max_length=63)
+    worker_name: str = Field(..., min_length=1, max_length=255)
+    queues: list[str] = Field(default_factory=lambda: ["default"], min_length=1, max_length=50)
+    ttl_seconds: int = Field(60, ge=5, le=3600)
+    pod_uid: str | None = Field(None, max_length=64)
+
+
+class Session(Out):
+    id: str
+    namespace: str
+    worker_name: str
+    generation: int
+    state: str
+    expires_at: dt.datetime
+    heartbeat_interval_seconds: float = 10.0
+
+
+class LeaseRequest(Strict):
+    max_tasks: int = Field(1, ge=1, le=100)
+    wait_seconds: float = Field(0, ge=0, le=60, description="Long-poll up to this long.")
+
+
+class Lease(Out):
+    task_id: str
+    attempt_id: str
+    generation: int = Field(..., description="Fencing number: pass it to downstream resources.")
+    token: str = Field(..., description="Secret; present it on start, heartbeat and complete.")
+    lease_expires_at: dt.datetime
+    namespace: str
+    queue: str
+    handler: str
+    params: Any
+    safety: Safety
+    state_version: int
+    deadline_at: dt.datetime | None
+
+
+class LeaseBatch(Out):
+    leases: list[Lease]
+
+
+class AttemptToken(Strict):
+    token: str = Field(..., min_length=1, max_length=128)
+
+
+class StartResponse(Out):
+    started: bool
+    already_started: bool
+    lease_expires_at: dt.datetime | None
+
+
+class HeartbeatItem(Strict):
+    attempt_id: str = Field(..., min_length=1, max_length=36)
+    token: str = Field(..., min_length=1, max_length=128)
+
+
+class HeartbeatRequest(Strict):
+    session_id: str | None = Field(None, description="Also renews this worker session.")
+    items: list[HeartbeatItem] = Field(default_factory=list, max_length=500)
+
+
+class HeartbeatResult(Out):
+    attempt_id: str
+    status: Literal["extended", "cancel_requested", "lost"]
+    lease_expires_at: dt.datetime | None
+    reason: str | None
+
+
+class HeartbeatResponse(Out):
+    results: list[HeartbeatResult]
+    session: Session | None = None
+
+
+class Completion(Strict):
+    token: str = Field(..., min_length=1, max_length=128)
+    outcome: Literal["succeeded", "failed", "unknown", "cancelled", "released"]
+    result: Any = None
+    error: Any = None
+    retryable: bool = False
+
+
+class CompletionResponse(Out):
+    status: Literal["applied", "duplicate"]
+    task_state: TaskStateName | None
+    reason: str | None
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; ``type`` is stable per kind of error."""
+
+    type: str = Field(..., examples=["https://orbit.dev/problems/lease-lost"])
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None

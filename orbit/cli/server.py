@@ -1,0 +1,49 @@
+"""`orbit server`: the HTTP API and the engine loops in one process (N replicas are safe)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from orbit.api.app import create_app
+from orbit.api.context import ServerSettings
+from orbit.database import open_engine, require_current_schema
+from orbit_store.errors import SchemaOutOfDate
+
+from .options import DatabaseUrl
+
+
+def server(
+    database_url: DatabaseUrl,
+    host: Annotated[
+        str, typer.Option(envvar="ORBIT_HOST", help="Address to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="ORBIT_PORT", help="Port to listen on.")] = 8080,
+    require_registered_pods: Annotated[
+        bool,
+        typer.Option(
+            envvar="ORBIT_REQUIRE_REGISTERED_PODS",
+            help="Cluster mode: accept worker sessions only from registered pods.",
+        ),
+    ] = False,
+    reaper_interval: Annotated[float, typer.Option(help="Seconds between reaper passes.")] = 1.0,
+) -> None:
+    """Serve the HTTP API, /metrics and probes, and run the engine loops."""
+    engine = open_engine(database_url)
+    try:
+        require_current_schema(engine)
+    except SchemaOutOfDate as exc:
+        typer.echo(f"orbit server: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    settings = ServerSettings(
+        database_url=database_url,
+        host=host,
+        port=port,
+        reaper_interval=reaper_interval,
+        require_registered_pods=require_registered_pods,
+    )
+    uvicorn.run(
+        create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
+    )

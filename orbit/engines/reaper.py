@@ -1,0 +1,15 @@
+"""The lease reaper loop: expires sessions, lapses leases, fails overdue tasks (Pulse rules)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from orbit.metrics import Metrics
+from orbit_store.pulse.service import ReapReport, reap
+
+
+def reaper_pass(engine: sa.Engine, metrics: Metrics) -> ReapReport:
+    report = reap(engine)
+    if report.leases_lapsed:
+        metrics.lease_expiries.inc(report.leases_lapsed)
+    return report

@@ -1,0 +1,149 @@
+"""API tokens: namespace-scoped, with roles, stored only as a sha256 hash (ORBIT.md §11).
+
+A token is shown once, when created. Each credential belongs to exactly one namespace; every
+read and write the API performs is scoped to that namespace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import hashlib
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy as sa
+
+from .clock import db_now
+from .errors import Conflict, InvalidRequest, NotFound
+from .ids import new_id, new_secret
+from .pulse.queues import ensure_namespace
+from .schema import credentials
+
+TOKEN_PREFIX = "orb_"
+
+
+class Role(enum.StrEnum):
+    SUBMIT = "submit"  # submit, read and cancel tasks
+    WORK = "work"  # run a worker: sessions, leases, heartbeats, completions
+    REVIEW = "review"  # settle NEEDS_REVIEW tasks, manual retry
+    ADMIN = "admin"  # everything in the namespace
+
+
+@dataclass(frozen=True)
+class Credential:
+    id: str
+    namespace: str
+    name: str
+    roles: frozenset[Role]
+    source: str
+    created_at: dt.datetime
+    expires_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+    def allows(self, role: Role) -> bool:
+        return Role.ADMIN in self.roles or role in self.roles
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    credential: Credential
+    token: str  # shown once; only its hash is stored
+
+
+def hash_api_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _from_row(row: Any) -> Credential:
+    return Credential(
+        id=row.id,
+        namespace=row.namespace,
+        name=row.name,
+        roles=frozenset(Role(r) for r in row.roles.split()),
+        source=row.source,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def _roles(roles: list[str] | list[Role]) -> str:
+    if not roles:
+        raise InvalidRequest("a credential needs at least one role: submit, work, review, admin")
+    try:
+        return " ".join(sorted({Role(r).value for r in roles}))
+    except ValueError as exc:
+        raise InvalidRequest(f"{exc}; roles are submit, work, review, admin") from exc
+
+
+def create_token(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    name: str,
+    roles: list[str] | list[Role],
+    source: str = "cli",
+    token: str | None = None,
+    expires_at: dt.datetime | None = None,
+) -> IssuedToken:
+    """Create a credential; ``token`` lets a caller supply the secret (e.g. from a Secret)."""
+    role_text = _roles(roles)
+    now = db_now(conn)
+    ensure_namespace(conn, namespace, now)
+    existing = conn.execute(
+        sa.select(credentials.c.id).where(
+            credentials.c.namespace == namespace, credentials.c.name == name
+        )
+    ).one_or_none()
+    if existing is not None:
+        raise Conflict(f"credential {name!r} already exists in namespace {namespace!r}")
+    secret = token or TOKEN_PREFIX + new_secret()
+    row = {
+        "id": new_id(),
+        "namespace": namespace,
+        "name": name,
+        "token_hash": hash_api_token(secret),
+        "roles": role_text,
+        "source": source,
+        "created_at": now,
+        "expires_at": expires_at,
+        "revoked_at": None,
+    }
+    conn.execute(credentials.insert().values(**row))
+    return IssuedToken(_from_row(SimpleNamespace(**row)), secret)
+
+
+def authenticate(conn: sa.Connection, token: str) -> Credential | None:
+    """The live credential this bearer token belongs to, or None."""
+    row = conn.execute(
+        sa.select(credentials).where(credentials.c.token_hash == hash_api_token(token))
+    ).one_or_none()
+    if row is None or row.revoked_at is not None:
+        return None
+    if row.expires_at is not None and row.expires_at <= db_now(conn):
+        return None
+    return _from_row(row)
+
+
+def list_credentials(conn: sa.Connection, namespace: str | None = None) -> list[Credential]:
+    query = sa.select(credentials).order_by(credentials.c.namespace, credentials.c.name)
+    if namespace is not None:
+        query = query.where(credentials.c.namespace == namespace)
+    return [_from_row(row) for row in conn.execute(query)]
+
+
+def revoke_credential(conn: sa.Connection, *, namespace: str, name: str) -> Credential:
+    row = conn.execute(
+        sa.select(credentials)
+        .where(credentials.c.namespace == namespace, credentials.c.name == name)
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"credential {name!r} not found in namespace {namespace!r}")
+    if row.revoked_at is None:
+        conn.execute(
+            credentials.update().where(credentials.c.id == row.id).values(revoked_at=db_now(conn))
+        )
+    return _from_row(row)

@@ -1,0 +1,129 @@
+"""Read-only views of tasks for the API and CLI: one task with its attempts and events, and a
+cursor-paginated list (the cursor is the last id seen; ids are time-ordered UUIDv7)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.schema import task_attempts, task_events, tasks
+
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True)
+class TaskView:
+    id: str
+    namespace: str
+    queue: str
+    handler: str
+    params: Any
+    state: str
+    state_version: int
+    priority: int
+    available_at: dt.datetime
+    deadline_at: dt.datetime | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None
+    attempts_used: int
+    max_attempts: int
+    safety: str
+    concurrency_key: str | None
+    cancel_requested: bool
+    current_attempt_id: str | None
+    retry_of: str | None
+    result: Any
+    error: Any
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    id: str
+    generation: int
+    state: str
+    outcome: str | None
+    outcome_reason: str | None
+    worker_session_id: str | None
+    leased_at: dt.datetime
+    lease_expires_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    result: Any
+    error: Any
+    late_outcome: str | None
+    late_reported_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class EventView:
+    state_version: int
+    from_state: str | None
+    to_state: str
+    reason: str
+    attempt_id: str | None
+    actor: str | None
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    task: TaskView
+    attempts: list[AttemptView] = field(default_factory=list)
+    events: list[EventView] = field(default_factory=list)
+
+
+def _view(cls: Any, row: Any) -> Any:
+    values = {f.name: getattr(row, f.name) for f in fields(cls)}
+    if "cancel_requested" in values:
+        values["cancel_requested"] = bool(values["cancel_requested"])
+    return cls(**values)
+
+
+def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | None:
+    row = conn.execute(
+        sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
+    ).one_or_none()
+    if row is None:
+        return None
+    attempts = conn.execute(
+        sa.select(task_attempts)
+        .where(task_attempts.c.task_id == task_id)
+        .order_by(task_attempts.c.generation)
+    )
+    events = conn.execute(
+        sa.select(task_events)
+        .where(task_events.c.task_id == task_id)
+        .order_by(task_events.c.state_version)
+    )
+    return TaskDetail(
+        task=_view(TaskView, row),
+        attempts=[_view(AttemptView, a) for a in attempts],
+        events=[_view(EventView, e) for e in events],
+    )
+
+
+def list_tasks(
+    conn: sa.Connection,
+    namespace: str,
+    *,
+    queue: str | None = None,
+    state: str | None = None,
+    limit: int = 50,
+    before_id: str | None = None,
+) -> tuple[list[TaskView], str | None]:
+    """Newest first. Returns the page and the id to pass as ``before_id`` for the next one."""
+    limit = max(1, min(limit, MAX_PAGE))
+    query = sa.select(tasks).where(tasks.c.namespace == namespace)
+    if queue is not None:
+        query = query.where(tasks.c.queue == queue)
+    if state is not None:
+        query = query.where(tasks.c.state == state)
+    if before_id is not None:
+        query = query.where(tasks.c.id < before_id)
+    rows = conn.execute(query.order_by(tasks.c.id.desc()).limit(limit + 1)).all()
+    page = [_view(TaskView, r) for r in rows[:limit]]
+    return page, (page[-1].id if len(rows) > limit else None)
