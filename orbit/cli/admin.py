@@ -13,9 +13,11 @@ from orbit_store import migrate as store_migrate
 from orbit_store.grants import apply_grants, create_user_statement, grant_statements
 from orbit_store.verify import verify as store_verify
 
+from . import tokens
 from .options import DatabaseUrl
 
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
+app.add_typer(tokens.app, name="token")
 out = Console()
 err = Console(stderr=True)
 

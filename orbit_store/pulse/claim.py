@@ -2,8 +2,9 @@
 
 Invariant 2: within one state_version a task has at most one valid grant. Rows are picked with
 ``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other's rows) and moved WAITING → LEASED by
-a conditional UPDATE whose row count is checked. Each grant gets a new attempt with a strictly
-increasing generation (the fencing number) and a random secret token stored only as a hash.
+a conditional UPDATE whose row count is checked. Each grant gets a new attempt whose generation
+(the fencing number) is the state_version the grant created — so it strictly increases and names
+the one version the grant is valid for — and a random secret token stored only as a hash.
 Queue pause, execution gates (read under a shared lock, inv. 12), the max-running quota and
 concurrency-key permits are all checked inside the same transaction.
 """
@@ -211,7 +212,7 @@ def _grant(
     for task in granted:
         attempt_id, token = new_id(), new_secret()
         attempt_of[task.id] = attempt_id
-        generation = task.attempts_used + 1
+        generation = task.state_version + 1
         expires = now + dt.timedelta(seconds=task.lease_seconds)
         attempt_rows.append(
             {

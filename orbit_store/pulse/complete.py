@@ -68,6 +68,7 @@ def complete_attempt(
         if attempt.state != AttemptState.LEASED.value:
             raise InvalidRequest("only an attempt that has not started can be released")
         finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason="released")
+        # The handler never ran: the attempt is handed back, not spent.
         transition(
             conn,
             task,
@@ -76,6 +77,7 @@ def complete_attempt(
             reason="released by worker",
             attempt_id=attempt_id,
             available_at=now,
+            attempts_used=task.attempts_used - 1,
         )
         return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING, queue=task.queue)
     if attempt.state != AttemptState.RUNNING.value:

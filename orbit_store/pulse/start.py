@@ -52,7 +52,8 @@ def start_attempt(
         )
         return StartResult(False, StartRefusal.CANCEL_REQUESTED)
     if task.gate_id is not None and not _gate_open(conn, task.gate_id):
-        # Hand the task back at once rather than letting the lease run out.
+        # Hand the task back at once (not spent: the handler never ran) rather than letting
+        # the lease run out.
         finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason="gate closed")
         transition(
             conn,
@@ -61,6 +62,8 @@ def start_attempt(
             now=now,
             reason="gate closed at start",
             attempt_id=attempt_id,
+            available_at=now,
+            attempts_used=task.attempts_used - 1,
         )
         return StartResult(False, StartRefusal.GATE_CLOSED)
     expires = now + dt.timedelta(seconds=task.lease_seconds)

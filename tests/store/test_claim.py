@@ -57,7 +57,7 @@ def test_each_attempt_gets_a_higher_generation_and_its_own_secret(pulse: PulseDr
     pulse.reap()
     second = pulse.claim_one()
     assert second.task_id == first.task_id
-    assert second.generation == first.generation + 1
+    assert second.generation > first.generation
     assert second.token != first.token
     stored = pulse.attempts(first.task_id)
     assert all(first.token not in (a.token_hash or "") for a in stored), "tokens stored hashed"

@@ -10,7 +10,7 @@ from .pulse_driver import PulseDriver
 def test_submitted_task_is_claimed_started_and_succeeds(pulse: PulseDriver) -> None:
     task = pulse.submit(params={"x": 1})
     grant = pulse.claim_one()
-    assert grant.task_id == task.task_id and grant.params == {"x": 1} and grant.generation == 1
+    assert grant.task_id == task.task_id and grant.params == {"x": 1} and grant.generation == 2
     assert pulse.state(task.task_id) == "LEASED"
     assert pulse.start(grant).started
     assert pulse.state(task.task_id) == "RUNNING"

@@ -1,0 +1,27 @@
+"""Options for commands that talk to a server through the SDK."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Server = Annotated[
+    str,
+    typer.Option("--server", envvar="ORBIT_SERVER", help="Orbit server URL (env ORBIT_SERVER)."),
+]
+Token = Annotated[
+    str,
+    typer.Option(
+        "--token", envvar="ORBIT_TOKEN", help="Bearer token (env ORBIT_TOKEN).", show_default=False
+    ),
+]
+Namespace = Annotated[
+    str,
+    typer.Option(
+        "--namespace", "-n", envvar="ORBIT_NAMESPACE", help="Namespace (env ORBIT_NAMESPACE)."
+    ),
+]
+Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"

@@ -1,0 +1,148 @@
+"""`orbit task submit|get|list|cancel`: talk to a server through the SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orbit_sdk import Client, OrbitError
+
+from .remote import DEFAULT_SERVER, Namespace, Output, Server, Token
+
+app = typer.Typer(help="Submit, inspect and cancel tasks on an Orbit server.", no_args_is_help=True)
+out = Console()
+T = TypeVar("T")
+
+
+def _call(server: str, token: str, action: Callable[[Client], T]) -> T:
+    try:
+        with Client(server, token=token) as client:
+            return action(client)
+    except OrbitError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _print_task(task: Any, output: str) -> None:
+    if output == "json":
+        typer.echo(task.model_dump_json(indent=2))
+        return
+    table = Table("FIELD", "VALUE", show_header=False)
+    for name in (
+        "id",
+        "namespace",
+        "queue",
+        "handler",
+        "state",
+        "state_version",
+        "attempts_used",
+        "max_attempts",
+        "safety",
+        "cancel_requested",
+        "created_at",
+        "finished_at",
+        "result",
+        "error",
+    ):
+        value = getattr(task, name, None)
+        table.add_row(
+            name, json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+        )
+    out.print(table)
+
+
+@app.command()
+def submit(
+    handler: Annotated[str, typer.Option(help="Handler name the worker registered.")],
+    namespace: Namespace = "default",
+    queue: Annotated[str, typer.Option(help="Queue.")] = "default",
+    params: Annotated[str, typer.Option(help="JSON parameters.")] = "{}",
+    key: Annotated[str | None, typer.Option("--key", help="Idempotency key.")] = None,
+    delay: Annotated[float | None, typer.Option(help="Seconds before it may run.")] = None,
+    priority: Annotated[int | None, typer.Option(help="Lower runs first.")] = None,
+    safety: Annotated[str | None, typer.Option(help="safe or unsafe.")] = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = "",
+    output: Output = "table",
+) -> None:
+    """Submit a task. Re-running with the same --key returns the same task."""
+    try:
+        parsed = json.loads(params)
+    except json.JSONDecodeError as exc:
+        typer.echo(f"error: --params is not valid JSON: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    task = _call(
+        server,
+        token,
+        lambda c: c.submit(
+            namespace,
+            handler=handler,
+            queue=queue,
+            params=parsed,
+            idempotency_key=key,
+            delay=delay,
+            priority=priority,
+            safety=safety,
+        ),
+    )
+    _print_task(task, output)
+
+
+@app.command()
+def get(
+    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    namespace: Namespace = "default",
+    server: Server = DEFAULT_SERVER,
+    token: Token = "",
+    output: Output = "table",
+) -> None:
+    """Show a task (with its attempts and events in JSON output)."""
+    _print_task(_call(server, token, lambda c: c.get(namespace, task_id)), output)
+
+
+@app.command("list")
+def list_(
+    namespace: Namespace = "default",
+    queue: Annotated[str | None, typer.Option(help="Only this queue.")] = None,
+    state: Annotated[str | None, typer.Option(help="Only this state.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (newest first).")] = 50,
+    server: Server = DEFAULT_SERVER,
+    token: Token = "",
+    output: Output = "table",
+) -> None:
+    """List tasks, newest first."""
+    page = _call(
+        server, token, lambda c: c.list(namespace, queue=queue, state=state, page_size=limit)
+    )
+    if output == "json":
+        typer.echo(json.dumps([t.model_dump(mode="json") for t in page.items], indent=2))
+        return
+    table = Table("ID", "QUEUE", "HANDLER", "STATE", "ATTEMPTS", "CREATED")
+    for t in page.items:
+        table.add_row(
+            t.id,
+            t.queue,
+            t.handler,
+            t.state,
+            f"{t.attempts_used}/{t.max_attempts}",
+            str(t.created_at),
+        )
+    out.print(table)
+
+
+@app.command()
+def cancel(
+    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    namespace: Namespace = "default",
+    reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")] = "",
+    server: Server = DEFAULT_SERVER,
+    token: Token = "",
+    output: Output = "table",
+) -> None:
+    """Cancel a task (a running one is cancelled once its worker confirms)."""
+    _print_task(_call(server, token, lambda c: c.cancel(namespace, task_id, reason=reason)), output)

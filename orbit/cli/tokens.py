@@ -1,0 +1,120 @@
+"""`orbit admin token …`: create, list and revoke API tokens directly in the database."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orbit.database import open_engine
+from orbit_store.credentials import create_token, list_credentials, revoke_credential
+from orbit_store.db import run_transaction
+from orbit_store.errors import StoreError
+from orbit_store.ids import new_id
+
+from .options import DatabaseUrl
+
+app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
+out = Console()
+
+
+@app.command()
+def create(
+    database_url: DatabaseUrl,
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The token's namespace.")],
+    role: Annotated[
+        list[str], typer.Option("--role", "-r", help="submit, work, review or admin (repeat).")
+    ],
+    name: Annotated[
+        str | None, typer.Option(help="A name to find it by (default: random).")
+    ] = None,
+) -> None:
+    """Create a token; it is printed once and only its hash is stored."""
+    engine = open_engine(database_url, warn_durability=False)
+    try:
+        issued = run_transaction(
+            engine,
+            functools.partial(
+                create_token,
+                namespace=namespace,
+                name=name or f"token-{new_id()[-12:]}",
+                roles=role,
+                source="cli",
+            ),
+        )
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        engine.dispose()
+    cred = issued.credential
+    typer.echo(
+        f"created token {cred.name!r} in namespace {cred.namespace!r} with roles "
+        f"{' '.join(sorted(cred.roles))}; it is shown only now:",
+        err=True,
+    )
+    typer.echo(issued.token)
+
+
+@app.command("list")
+def list_(
+    database_url: DatabaseUrl,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+) -> None:
+    """List tokens (never their secrets)."""
+    engine = open_engine(database_url, warn_durability=False)
+    try:
+        with engine.connect() as conn:
+            creds = list_credentials(conn, namespace)
+    finally:
+        engine.dispose()
+    rows = [
+        {
+            "namespace": c.namespace,
+            "name": c.name,
+            "roles": sorted(c.roles),
+            "source": c.source,
+            "created_at": c.created_at.isoformat(),
+            "revoked_at": c.revoked_at.isoformat() if c.revoked_at else None,
+        }
+        for c in creds
+    ]
+    if output == "json":
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("NAMESPACE", "NAME", "ROLES", "SOURCE", "CREATED", "REVOKED")
+    for r in rows:
+        table.add_row(
+            r["namespace"],
+            r["name"],
+            " ".join(r["roles"]),
+            r["source"],
+            r["created_at"],
+            r["revoked_at"] or "-",
+        )
+    out.print(table)
+
+
+@app.command()
+def revoke(
+    database_url: DatabaseUrl,
+    namespace: Annotated[str, typer.Option("--namespace", "-n")],
+    name: Annotated[str, typer.Option(help="The token's name.")],
+) -> None:
+    """Revoke a token (servers stop accepting it within seconds)."""
+    engine = open_engine(database_url, warn_durability=False)
+    try:
+        run_transaction(
+            engine, functools.partial(revoke_credential, namespace=namespace, name=name)
+        )
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        engine.dispose()
+    typer.echo(f"revoked token {name!r} in namespace {namespace!r}")

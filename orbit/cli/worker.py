@@ -1,0 +1,34 @@
+"""`orbit worker MODULE:WORKER`: run the SDK worker a module defines."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+
+def load_worker(spec: str) -> Any:
+    """Import ``module:attribute`` (the working directory is importable, as with uvicorn)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise typer.BadParameter(f"expected MODULE:WORKER, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise typer.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
+    worker = getattr(module, attribute, None)
+    if worker is None or not hasattr(worker, "run"):
+        raise typer.BadParameter(f"{spec!r} is not an orbit_sdk.Worker")
+    return worker
+
+
+def worker(
+    spec: Annotated[str, typer.Argument(metavar="MODULE:WORKER", help="e.g. myapp.tasks:worker")],
+) -> None:
+    """Run a worker: lease, run handlers, heartbeat; drain gracefully on SIGTERM."""
+    load_worker(spec).run()
