@@ -11,6 +11,7 @@ from orbit_store import migrate
 
 from .context import Ctx
 from .problems import problem
+from .routes_tasks import PROBLEMS
 
 router = APIRouter(tags=["health"])
 
@@ -20,7 +21,12 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Database reachable and schema current", response_model=None)
+@router.get(
+    "/readyz",
+    summary="Database reachable and schema current",
+    response_model=None,
+    responses={503: PROBLEMS[503]},
+)
 def readyz(request: Request, ctx: Ctx) -> Response | dict[str, str]:
     try:
         current = migrate.current_revision(ctx.engine)

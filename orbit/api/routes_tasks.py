@@ -28,7 +28,13 @@ router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
 Namespace = Annotated[str, Path(pattern=schemas.NAME_PATTERN, max_length=63)]
 TaskId = Annotated[str, Path(min_length=1, max_length=36)]
 PROBLEMS: dict[int | str, dict[str, Any]] = {
-    code: {"model": schemas.Problem} for code in (401, 403, 404, 409, 422, 429, 503)
+    code: {
+        "model": schemas.Problem,
+        "content": {
+            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        },
+    }
+    for code in (400, 401, 403, 404, 409, 422, 429, 503)
 }
 
 

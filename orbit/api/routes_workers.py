@@ -24,6 +24,7 @@ from orbit_store.pulse.model import (
     LeaseGrant,
     Outcome,
     RenewRequest,
+    Safety,
     StartRefusal,
 )
 from orbit_store.pulse.start import start_attempt
@@ -176,13 +177,17 @@ def close(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> Res
     summary="Start an attempt (LEASED → RUNNING)",
 )
 def start(
-    attempt_id: AttemptId, body: schemas.AttemptToken, credential: CurrentCredential, ctx: Ctx
+    attempt_id: AttemptId, body: schemas.StartRequest, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.StartResponse:
     namespace = _worker(credential)
     result = run_transaction(
         ctx.engine,
         functools.partial(
-            start_attempt, namespace=namespace, attempt_id=attempt_id, token=body.token
+            start_attempt,
+            namespace=namespace,
+            attempt_id=attempt_id,
+            token=body.token,
+            handler_safety=Safety(body.safety) if body.safety else None,
         ),
     )
     if not result.started:
@@ -253,6 +258,8 @@ def complete(
             retryable=body.retryable,
         ),
     )
+    if result.status is CompletionStatus.NOT_FOUND:
+        raise ApiProblem(404, "not-found", f"attempt {attempt_id} not found in {namespace!r}")
     if result.status is CompletionStatus.REFUSED:
         raise ApiProblem(403, "invalid-attempt-token", result.reason)
     if result.status is CompletionStatus.SUPERSEDED:

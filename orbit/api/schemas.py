@@ -196,6 +196,14 @@ class AttemptToken(Strict):
     token: str = Field(..., min_length=1, max_length=128)
 
 
+class StartRequest(AttemptToken):
+    safety: Safety | None = Field(
+        None,
+        description="The handler's declared safety; 'unsafe' makes the task unsafe from here on "
+        "(a lost worker then leads to NEEDS_REVIEW, not a re-run).",
+    )
+
+
 class StartResponse(Out):
     started: bool
     already_started: bool

@@ -1,36 +1,95 @@
-"""`orbit dev`: everything in one process on an embedded SQLite file."""
+"""`orbit dev`: the whole of Orbit in one process on an embedded SQLite file — the HTTP API, the
+engine loops, a development token, and optionally workers — for trying Orbit and for tests."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
+import functools
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import uvicorn
 from rich.console import Console
 
+from orbit.api.app import create_app
+from orbit.api.context import ServerSettings
 from orbit.database import open_engine
 from orbit_store import migrate
+from orbit_store.credentials import Role, authenticate, create_token
+from orbit_store.db import run_transaction
+from orbit_store.ids import new_id
 
-out = Console()
+from .worker import load_worker
+
+out = Console(stderr=True)
+
+
+def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
+    """Reuse the token saved beside the database, or create one with every role."""
+    if token_file.exists():
+        token = token_file.read_text().strip()
+        with engine.connect() as conn:
+            credential = authenticate(conn, token)
+        if credential is not None and credential.namespace == namespace:
+            return token
+    issued = run_transaction(
+        engine,
+        functools.partial(
+            create_token,
+            namespace=namespace,
+            name=f"dev-{new_id()[-12:]}",
+            roles=[Role.ADMIN],
+            source="dev",
+        ),
+    )
+    token_file.write_text(issued.token + "\n")
+    token_file.chmod(0o600)
+    return issued.token
 
 
 def dev(
-    db: Annotated[Path, typer.Option("--db", help="SQLite file to keep Orbit's state in.")] = Path(
+    db: Annotated[Path, typer.Option("--db", help="SQLite file for Orbit's state.")] = Path(
         ".orbit/dev.db"
     ),
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", help="Namespace of the development token.")
+    ] = "dev",
+    worker: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--worker",
+            "-w",
+            metavar="MODULE:WORKER",
+            help="Also run this SDK worker in-process (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Run Orbit locally on an embedded SQLite file (no MySQL, no cluster)."""
+    """Run Orbit locally: API + engines on SQLite, a dev token, optional in-process workers."""
     db.parent.mkdir(parents=True, exist_ok=True)
-    url = f"sqlite:///{db}"
-    engine = open_engine(url)
+    engine = open_engine(f"sqlite:///{db}")
     report = migrate.upgrade(engine)
-    out.print(f"orbit dev: state in {db} (schema {report.after}); press Ctrl-C to stop")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
-    engine.dispose()
-    out.print("orbit dev: stopped")
+    token = ensure_dev_token(engine, namespace, db.with_name(db.stem + "-token"))
+    server = f"http://{host}:{port}"
+    out.print(f"orbit dev: state in {db} (schema {report.after}); serving {server}")
+    out.print("use it from another shell with:")
+    print(
+        f"export ORBIT_SERVER={server} ORBIT_NAMESPACE={namespace} ORBIT_TOKEN={token}", flush=True
+    )
+    os.environ.update(ORBIT_SERVER=server, ORBIT_NAMESPACE=namespace, ORBIT_TOKEN=token)
+    workers = [load_worker(spec) for spec in worker or []]
+    threads = [w.run_in_thread() for w in workers]
+    settings = ServerSettings(database_url=str(engine.url), host=host, port=port)
+    try:
+        uvicorn.run(
+            create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
+        )
+    finally:
+        for w in workers:
+            w.stop()
+        for t in threads:
+            t.join(timeout=30)
+        engine.dispose()
+        out.print("orbit dev: stopped")

@@ -29,6 +29,9 @@ def server(
         ),
     ] = False,
     reaper_interval: Annotated[float, typer.Option(help="Seconds between reaper passes.")] = 1.0,
+    heartbeat_interval: Annotated[
+        float, typer.Option(help="Seconds between worker heartbeats (told to workers).")
+    ] = 10.0,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     engine = open_engine(database_url)
@@ -42,6 +45,7 @@ def server(
         host=host,
         port=port,
         reaper_interval=reaper_interval,
+        heartbeat_interval=heartbeat_interval,
         require_registered_pods=require_registered_pods,
     )
     uvicorn.run(

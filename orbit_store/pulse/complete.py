@@ -52,8 +52,10 @@ def complete_attempt(
 ) -> CompletionResult:
     """Apply a worker's report for ``attempt_id``; see the module docstring for the rules."""
     found = find_attempt(conn, namespace, attempt_id)
-    if found is None or not token_matches(token, found.token_hash):
-        return CompletionResult(CompletionStatus.REFUSED, None, "unknown attempt or wrong token")
+    if found is None:
+        return CompletionResult(CompletionStatus.NOT_FOUND, None, "no such attempt here")
+    if not token_matches(token, found.token_hash):
+        return CompletionResult(CompletionStatus.REFUSED, None, "wrong attempt token")
     task = lock_task(conn, namespace, found.task_id)
     attempt = lock_attempt(conn, attempt_id)
     assert task is not None and attempt is not None

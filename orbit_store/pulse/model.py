@@ -185,7 +185,8 @@ class CompletionStatus(enum.StrEnum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"  # the same outcome was already recorded for this attempt
     SUPERSEDED = "superseded"  # stale attempt: kept as evidence, changed nothing else
-    REFUSED = "refused"
+    REFUSED = "refused"  # wrong token
+    NOT_FOUND = "not_found"  # no such attempt in this namespace
 
 
 @dataclass(frozen=True)

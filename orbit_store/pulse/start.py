@@ -15,14 +15,23 @@ from orbit_store.clock import db_now
 from orbit_store.schema import execution_gates, task_attempts
 
 from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
-from .model import AttemptOutcome, AttemptState, StartRefusal, StartResult, TaskState
+from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
 from .transitions import lock_task, transition
 
 
 def start_attempt(
-    conn: sa.Connection, *, namespace: str, attempt_id: str, token: str
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    attempt_id: str,
+    token: str,
+    handler_safety: Safety | None = None,
 ) -> StartResult:
-    """Record that the handler may begin. Idempotent for an attempt already RUNNING."""
+    """Record that the handler may begin. Idempotent for an attempt already RUNNING.
+
+    ``handler_safety`` is what the worker's handler declares; the stricter of it and the task's
+    own class is recorded, so a lapse while RUNNING is judged by what actually ran (inv. 7).
+    """
     found = find_attempt(conn, namespace, attempt_id)
     if found is None:
         return StartResult(False, StartRefusal.NOT_FOUND)
@@ -83,7 +92,16 @@ def start_attempt(
     )
     if updated.rowcount != 1:
         return StartResult(False, StartRefusal.STALE_ATTEMPT)
-    transition(conn, task, TaskState.RUNNING, now=now, reason="started", attempt_id=attempt_id)
+    safety = Safety.UNSAFE if Safety.UNSAFE in (handler_safety, task.safety) else Safety.SAFE
+    transition(
+        conn,
+        task,
+        TaskState.RUNNING,
+        now=now,
+        reason="started",
+        attempt_id=attempt_id,
+        safety=safety.value,
+    )
     return StartResult(True, lease_expires_at=expires)
 
 

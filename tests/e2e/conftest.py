@@ -1,0 +1,147 @@
+"""End-to-end fixtures: the real `orbit server` as a subprocess on 127.0.0.1 (random port)
+against MariaDB, and real `orbit worker` subprocesses using the SDK."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from orbit_store.credentials import create_token
+from orbit_store.db import run_transaction
+
+ROOT = Path(__file__).resolve().parents[2]
+ORBIT = str(Path(sys.executable).with_name("orbit"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+@dataclass
+class Server:
+    url: str
+    database_url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    env = {**os.environ, "ORBIT_DATABASE_URL": mariadb_url, "ORBIT_LOG_LEVEL": "INFO"}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                ORBIT,
+                "server",
+                "--port",
+                str(port),
+                "--reaper-interval",
+                "0.2",
+                "--heartbeat-interval",
+                "0.5",
+            ],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(ready, timeout=30)
+    yield Server(url, mariadb_url, process, log)
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@dataclass
+class Tenant:
+    """A fresh namespace with a token holding the given roles."""
+
+    namespace: str
+    token: str
+    server: Server
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "ORBIT_SERVER": self.server.url,
+            "ORBIT_TOKEN": self.token,
+            "ORBIT_NAMESPACE": self.namespace,
+            "PYTHONPATH": str(ROOT),
+            **extra,
+        }
+
+    def start_worker(
+        self, spec: str = "tests.e2e.workers:worker", **env: str
+    ) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            [ORBIT, "worker", spec],
+            env=self.env(**env),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.workers.append(process)
+        return process
+
+
+def make_tenant(server: Server, engine: sa.Engine, roles: list[str]) -> Tenant:
+    namespace = f"e2e-{uuid.uuid4().hex[:10]}"
+    issued = run_transaction(
+        engine, functools.partial(create_token, namespace=namespace, name="e2e", roles=roles)
+    )
+    return Tenant(namespace, issued.token, server)
+
+
+@pytest.fixture
+def tenant(server: Server, mariadb_engine: sa.Engine) -> Iterator[Tenant]:
+    t = make_tenant(server, mariadb_engine, ["submit", "work", "review"])
+    yield t
+    for process in t.workers:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)

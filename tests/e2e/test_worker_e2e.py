@@ -1,0 +1,122 @@
+"""A user submits a task and a worker process runs it — through the real server, the real SDK
+and real worker subprocesses (ORBIT.md §6, seed invariants 3, 6, 7)."""
+
+from __future__ import annotations
+
+import functools
+import signal
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from orbit_sdk import Client
+from orbit_store.db import run_transaction
+from orbit_store.pulse.model import QueuePolicy
+from orbit_store.pulse.queues import put_queue
+
+from .conftest import Tenant, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def lines(directory: Path, name: str) -> list[str]:
+    path = directory / name
+    return path.read_text().split() if path.exists() else []
+
+
+def short_lease_queue(engine: sa.Engine, tenant: Tenant, name: str = "short") -> str:
+    run_transaction(
+        engine,
+        functools.partial(
+            put_queue, namespace=tenant.namespace, policy=QueuePolicy(name=name, lease_seconds=2)
+        ),
+    )
+    return name
+
+
+def test_a_submitted_task_is_leased_run_and_succeeds(tenant: Tenant, tmp_path: Path) -> None:
+    tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path))
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(
+            tenant.namespace,
+            queue="default",
+            handler="e2e.echo",
+            params={"x": 1},
+            idempotency_key="k1",
+        )
+        done = client.wait(tenant.namespace, task.id, timeout=30)
+    assert done.state == "SUCCEEDED"
+    assert done.result["echo"] == {"x": 1}
+    assert done.result["generation"] == done.attempts[0].generation
+    assert [e.to_state for e in done.events] == ["WAITING", "LEASED", "RUNNING", "SUCCEEDED"]
+
+
+def test_a_retryable_failure_is_retried_until_it_succeeds(tenant: Tenant, tmp_path: Path) -> None:
+    tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path))
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(
+            tenant.namespace,
+            handler="e2e.flaky",
+            params={"failures": 2},
+            max_attempts=5,
+            backoff_initial_seconds=0.1,
+        )
+        done = client.wait(tenant.namespace, task.id, timeout=30)
+    assert done.state == "SUCCEEDED" and done.result == {"calls": 3}
+    assert [a.outcome for a in done.attempts] == ["FAILED", "FAILED", "SUCCEEDED"]
+
+
+def test_an_unsafe_handler_killed_mid_run_goes_to_review_and_is_not_rerun_inv7(
+    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
+) -> None:
+    queue = short_lease_queue(mariadb_engine, tenant)
+    worker = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES=queue)
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(
+            tenant.namespace, queue=queue, handler="e2e.charge", params={"seconds": 60}
+        )
+        wait_until(lambda: lines(tmp_path, "charge-started"), timeout=30)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+        tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES=queue)
+        done = client.wait(tenant.namespace, task.id, timeout=30)
+        assert done.state == "NEEDS_REVIEW"
+        assert [a.outcome for a in done.attempts] == ["LAPSED"]
+        wait_until(lambda: True)  # give the second worker a chance to (wrongly) lease it
+        assert client.get(tenant.namespace, task.id).state == "NEEDS_REVIEW"
+    assert lines(tmp_path, "charge-started") == [task.id], "never run a second time"
+
+
+def test_sigterm_drains_the_worker_and_loses_nothing(tenant: Tenant, tmp_path: Path) -> None:
+    worker = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="2")
+    with Client(tenant.server.url, token=tenant.token) as client:
+        ids = [
+            client.submit(tenant.namespace, handler="e2e.slow", params={"seconds": 1.5}).id
+            for _ in range(6)
+        ]
+        wait_until(lambda: lines(tmp_path, "slow-started"), timeout=30)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, worker.stderr.read().decode()[-2000:] if worker.stderr else ""
+        started_before_stop = set(lines(tmp_path, "slow-started"))
+        assert started_before_stop <= set(lines(tmp_path, "slow-finished")), (
+            "every handler that started before SIGTERM finished"
+        )
+        tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="4")
+        states = [client.wait(tenant.namespace, task_id, timeout=60).state for task_id in ids]
+    assert states == ["SUCCEEDED"] * 6
+    assert sorted(lines(tmp_path, "slow-started")) == sorted(ids), "each ran exactly once"
+
+
+def test_cancelling_a_running_task_reaches_its_handler_and_ends_cancelled(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path))
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(tenant.namespace, handler="e2e.cancellable", params={"seconds": 60})
+        wait_until(lambda: lines(tmp_path, "cancellable-started"), timeout=30)
+        requested = client.cancel(tenant.namespace, task.id, reason="customer changed mind")
+        assert requested.state == "RUNNING" and requested.cancel_requested
+        done = client.wait(tenant.namespace, task.id, timeout=30)
+    assert done.state == "CANCELLED"
+    assert lines(tmp_path, "cancellable-saw-cancel") == [task.id]

@@ -1,0 +1,67 @@
+"""The worker the end-to-end tests run as a real `orbit worker tests.e2e.workers:worker`
+subprocess. Handlers record what happened in files under ORBIT_E2E_DIR so tests can see it."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from orbit_sdk import Cancelled, RetryableError, Worker
+
+worker = Worker(
+    namespace=os.environ["ORBIT_NAMESPACE"],
+    queues=os.environ.get("ORBIT_E2E_QUEUES", "default").split(","),
+    concurrency=int(os.environ.get("ORBIT_E2E_CONCURRENCY", "4")),
+    lease_wait_seconds=2,
+    drain_timeout=float(os.environ.get("ORBIT_E2E_DRAIN_TIMEOUT", "30")),
+)
+RECORDS = Path(os.environ.get("ORBIT_E2E_DIR", "/tmp"))
+
+
+def record(name: str, line: str) -> None:
+    with (RECORDS / name).open("a") as f:
+        f.write(line + "\n")
+
+
+@worker.handler("e2e.echo")
+def echo(ctx: Any, params: Any) -> Any:
+    return {"echo": params, "generation": ctx.generation}
+
+
+@worker.handler("e2e.flaky")
+def flaky(ctx: Any, params: Any) -> Any:
+    """Fails retryably until it has been called params['failures'] times."""
+    marker = RECORDS / f"flaky-{ctx.task_id}"
+    calls = int(marker.read_text()) + 1 if marker.exists() else 1
+    marker.write_text(str(calls))
+    if calls <= params["failures"]:
+        raise RetryableError(f"transient failure {calls}")
+    return {"calls": calls}
+
+
+@worker.handler("e2e.charge", safety="unsafe")
+def charge(ctx: Any, params: Any) -> Any:
+    """An unsafe side effect that takes a while: the test kills the worker in the middle."""
+    record("charge-started", ctx.task_id)
+    time.sleep(params.get("seconds", 60))
+    record("charge-finished", ctx.task_id)
+    return {"charged": True}
+
+
+@worker.handler("e2e.slow")
+def slow(ctx: Any, params: Any) -> Any:
+    record("slow-started", ctx.task_id)
+    time.sleep(params.get("seconds", 1))
+    record("slow-finished", ctx.task_id)
+    return {"slept": params.get("seconds", 1)}
+
+
+@worker.handler("e2e.cancellable")
+def cancellable(ctx: Any, params: Any) -> Any:
+    record("cancellable-started", ctx.task_id)
+    if ctx.wait_for_cancel(timeout=params.get("seconds", 60)):
+        record("cancellable-saw-cancel", ctx.task_id)
+        raise Cancelled("stopped on request")
+    return {"finished": True}
