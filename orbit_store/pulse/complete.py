@@ -97,7 +97,7 @@ def complete_attempt(
         error=error,
     )
     if to_state is TaskState.SUCCEEDED:
-        extra["result"] = result
+        extra["result"], extra["error"] = result, None  # an earlier attempt's error is history
     elif error is not None:
         extra["error"] = error
     transition(conn, task, to_state, now=now, reason=reason, attempt_id=attempt_id, **extra)

@@ -1,0 +1,185 @@
+"""One leased attempt, start to report, on its own thread: start → handler → complete.
+
+Kept apart from the worker's lifecycle code so the rules for a single attempt -- when the handler
+may run, and which server answers end the reporting -- read top to bottom in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from . import _calls
+from ._live import Backoff, LiveAttempt, LiveSet
+from ._outcome import Handler, Report, run_handler, unknown_handler_report
+from ._transport import Call
+from .context import TaskContext
+from .errors import OrbitError, StaleAttempt, ValidationFailed
+from .models import CompletionResponse, StartResponse
+
+log = logging.getLogger("orbit_sdk.worker")
+
+
+@dataclass(frozen=True)
+class RegisteredHandler:
+    fn: Handler
+    safety: str
+
+
+def is_transient(exc: Exception) -> bool:
+    """Worth another try later: no answer, or the server said it cannot answer now."""
+    if isinstance(exc, OrbitError):
+        return exc.status >= 500 or exc.client_side
+    return True  # unexpected client-side failures (e.g. a closed pool during shutdown)
+
+
+def _x(ctx: TaskContext) -> dict[str, Any]:
+    return ctx._as_log_extra()
+
+
+class AttemptRunner:
+    """Runs attempts for one worker. ``stopping`` turns not-yet-started grants into releases;
+    ``abandon`` (drain timed out) ends report retries."""
+
+    def __init__(
+        self,
+        *,
+        send: Callable[[Call], httpx.Response],
+        handlers: Mapping[str, RegisteredHandler],
+        live: LiveSet,
+        stopping: threading.Event,
+        abandon: threading.Event,
+    ) -> None:
+        self.send = send
+        self.handlers = handlers
+        self.live = live
+        self.stopping = stopping
+        self.abandon = abandon
+
+    def spawn(self, attempt: LiveAttempt) -> threading.Thread:
+        self.live.add(attempt)
+        thread = threading.Thread(
+            target=self.run, args=(attempt,), name=f"orbit-attempt-{attempt.lease.attempt_id}"
+        )
+        thread.daemon = True
+        thread.start()
+        return thread
+
+    def run(self, attempt: LiveAttempt) -> None:
+        ctx = attempt.ctx
+        try:
+            if self.stopping.is_set():  # granted while we were stopping: hand it back now
+                self.report(attempt, Report("released"))
+                return
+            if not self.start(attempt):
+                return
+            attempt.started = True
+            report = self.execute(attempt)
+            if attempt.abandoned:
+                # The worker gave up on this attempt at shutdown and closed its session: the
+                # lease rules decide now, a late report would only race them.
+                log.warning("task %s: finished after shutdown; not reported", ctx.task_id)
+            elif report is None:
+                log.info("task %s: stopped after losing its lease", ctx.task_id, extra=_x(ctx))
+            else:
+                self.report(attempt, report)
+        except Exception:
+            log.exception("attempt %s failed inside the worker", ctx.attempt_id, extra=_x(ctx))
+        finally:
+            self.live.remove(ctx.attempt_id)
+
+    def start(self, attempt: LiveAttempt) -> bool:
+        """Ask the server for the go-ahead; a refusal (superseded, cancelled, gate closed, lease
+        lapsed) means another outcome already happened, so the handler must not run."""
+        ctx, backoff = attempt.ctx, Backoff()
+        registered = self.handlers.get(attempt.lease.handler)
+        # An unsafe handler makes its task unsafe from here on: if this worker vanishes
+        # mid-run, the task goes to review instead of being run again.
+        call = _calls.start_attempt(
+            ctx.attempt_id, attempt.lease.token, registered.safety if registered else None
+        )
+        while True:
+            try:
+                answer = self.send(call)
+            except OrbitError as exc:
+                if not is_transient(exc):
+                    log.info("task %s: start refused: %s", ctx.task_id, exc, extra=_x(ctx))
+                    return False
+                log.warning("task %s: start failed: %s", ctx.task_id, exc, extra=_x(ctx))
+            else:
+                started = StartResponse.model_validate(answer.json())
+                if not started.started:
+                    log.info("task %s: server did not start it", ctx.task_id, extra=_x(ctx))
+                    return False
+                ctx._extend(started.lease_expires_at)
+                return True
+            if ctx.lease_lost or backoff.sleep(self.stopping):
+                if self.stopping.is_set() and not ctx.lease_lost:
+                    self.report(attempt, Report("released"))
+                return False
+
+    def execute(self, attempt: LiveAttempt) -> Report | None:
+        ctx, lease = attempt.ctx, attempt.lease
+        registered = self.handlers.get(lease.handler)
+        if registered is None:
+            log.error("task %s: no handler %r", ctx.task_id, lease.handler, extra=_x(ctx))
+            return unknown_handler_report(lease.handler, sorted(self.handlers))
+        began = time.monotonic()
+        log.info("task %s: running %s", ctx.task_id, lease.handler, extra=_x(ctx))
+        report = run_handler(registered.fn, ctx, lease.params)
+        elapsed = time.monotonic() - began
+        outcome = report.outcome if report else "stopped"
+        log.info("task %s: %s in %.3fs", ctx.task_id, outcome, elapsed, extra=_x(ctx))
+        return report
+
+    def report(self, attempt: LiveAttempt, report: Report) -> None:
+        """Send the outcome until the server gives a definitive answer. ``applied`` and
+        ``duplicate`` are success; ``stale-attempt`` means the server kept it as evidence only.
+        A rejected body (422) is re-sent once as a plain failure so the task does not hang."""
+        ctx, backoff, fell_back = attempt.ctx, Backoff(), False
+        while True:
+            call = _calls.complete_attempt(
+                ctx.attempt_id,
+                attempt.lease.token,
+                report.outcome,
+                result=report.result,
+                error=report.error,
+                retryable=report.retryable,
+            )
+            try:
+                done = CompletionResponse.model_validate(self.send(call).json())
+            except StaleAttempt as exc:
+                log.warning("task %s: superseded: %s", ctx.task_id, exc, extra=_x(ctx))
+                return
+            except ValidationFailed as exc:
+                if fell_back or report.outcome == "released":
+                    log.error("task %s: report refused: %s", ctx.task_id, exc, extra=_x(ctx))
+                    return
+                fell_back = True
+                detail = (exc.problem.detail or exc.problem.title)[:1000]
+                report = Report("failed", error={"type": "CompletionRejected", "message": detail})
+                continue
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.error("task %s: report refused: %s", ctx.task_id, exc, extra=_x(ctx))
+                    return
+                log.warning("task %s: report failed: %s", ctx.task_id, exc, extra=_x(ctx))
+                if backoff.sleep(self.abandon):
+                    log.error("task %s: gave up reporting %s", ctx.task_id, report.outcome)
+                    return
+                continue
+            log.info(
+                "task %s: reported %s (%s; task now %s)",
+                ctx.task_id,
+                report.outcome,
+                done.status,
+                done.task_state,
+                extra=_x(ctx),
+            )
+            return

@@ -1,0 +1,200 @@
+"""Every API call as a ``Call`` value: paths, bodies and retry properties in one place.
+
+The sync client, the async client and the worker all build their requests here, so the three can
+never disagree about a path, a body field or whether a call may be resent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+from urllib.parse import quote
+
+from ._transport import Call, RetryPolicy
+
+
+def _seg(value: str) -> str:
+    """Quote one path segment: an id or name must never be able to add path levels."""
+    return quote(str(value), safe="")
+
+
+def _ns(namespace: str) -> str:
+    return f"/v1/namespaces/{_seg(namespace)}"
+
+
+def _rfc3339(value: dt.datetime, name: str) -> str:
+    if value.tzinfo is None or value.utcoffset() is None:
+        # A naive datetime is ambiguous (local time? UTC?) and the server decides with database
+        # time in UTC; refuse rather than guess and schedule hours off.
+        raise ValueError(f"{name} must be timezone-aware (e.g. datetime.now(timezone.utc))")
+    return value.isoformat()
+
+
+def new_idempotency_key() -> str:
+    return str(uuid.uuid4())
+
+
+def submission_body(
+    *,
+    handler: str,
+    queue: str = "default",
+    params: Any = None,
+    idempotency_key: str | None = None,
+    delay: float | dt.timedelta | None = None,
+    available_at: dt.datetime | None = None,
+    deadline_at: dt.datetime | None = None,
+    priority: int | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
+    max_attempts: int | None = None,
+    backoff_initial_seconds: float | None = None,
+    backoff_max_seconds: float | None = None,
+    backoff_multiplier: float | None = None,
+    safety: str | None = None,
+) -> dict[str, Any]:
+    """The TaskSubmission body. The key is fixed here, before the first try, so every retry of
+    this submission is the same request under the same key (the server replays, never doubles)."""
+    if delay is not None and available_at is not None:
+        raise ValueError("pass either delay or available_at, not both")
+    body: dict[str, Any] = {
+        "queue": queue,
+        "handler": handler,
+        "params": {} if params is None else params,
+        "idempotency_key": idempotency_key or new_idempotency_key(),
+    }
+    if delay is not None:
+        body["delay_seconds"] = (
+            delay.total_seconds() if isinstance(delay, dt.timedelta) else float(delay)
+        )
+    if available_at is not None:
+        body["available_at"] = _rfc3339(available_at, "available_at")
+    if deadline_at is not None:
+        body["deadline_at"] = _rfc3339(deadline_at, "deadline_at")
+    optional = {
+        "priority": priority,
+        "concurrency_key": concurrency_key,
+        "concurrency_limit": concurrency_limit,
+        "safety": safety,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    retry = {
+        "max_attempts": max_attempts,
+        "backoff_initial_seconds": backoff_initial_seconds,
+        "backoff_max_seconds": backoff_max_seconds,
+        "backoff_multiplier": backoff_multiplier,
+    }
+    if any(v is not None for v in retry.values()):
+        body["retry"] = {k: v for k, v in retry.items() if v is not None}
+    return body
+
+
+# --- client calls --------------------------------------------------------------------------
+
+
+def submit(namespace: str, body: dict[str, Any]) -> Call:
+    assert body.get("idempotency_key"), "submissions are only resent under their key"
+    return Call("POST", f"{_ns(namespace)}/tasks", json=body)
+
+
+def get_task(namespace: str, task_id: str) -> Call:
+    return Call("GET", f"{_ns(namespace)}/tasks/{_seg(task_id)}")
+
+
+def list_tasks(
+    namespace: str,
+    *,
+    queue: str | None = None,
+    state: str | None = None,
+    page_size: int = 50,
+    page_token: str | None = None,
+) -> Call:
+    params = {"queue": queue, "state": state, "page_size": page_size, "page_token": page_token}
+    return Call("GET", f"{_ns(namespace)}/tasks", params=params)
+
+
+def cancel_task(namespace: str, task_id: str, reason: str = "") -> Call:
+    # Idempotent on the server: a second cancel of the same task changes nothing.
+    return Call("POST", f"{_ns(namespace)}/tasks/{_seg(task_id)}/cancel", json={"reason": reason})
+
+
+# --- worker protocol -----------------------------------------------------------------------
+
+
+def create_session(
+    namespace: str,
+    worker_name: str,
+    queues: list[str],
+    ttl_seconds: int,
+    pod_uid: str | None,
+) -> Call:
+    # Resending is harmless: a second registration under the same worker name closes the first.
+    body: dict[str, Any] = {
+        "namespace": namespace,
+        "worker_name": worker_name,
+        "queues": queues,
+        "ttl_seconds": ttl_seconds,
+    }
+    if pod_uid:
+        body["pod_uid"] = pod_uid
+    return Call("POST", "/v1/worker-sessions", json=body)
+
+
+#: Seconds added to a long poll's HTTP read timeout, so the server answers before we give up.
+LONG_POLL_MARGIN = 10.0
+
+
+def lease(session_id: str, max_tasks: int, wait_seconds: float) -> Call:
+    return Call(
+        "POST",
+        f"/v1/worker-sessions/{_seg(session_id)}/lease",
+        json={"max_tasks": max_tasks, "wait_seconds": wait_seconds},
+        idempotent=False,
+        timeout=wait_seconds + LONG_POLL_MARGIN,
+        retry=RetryPolicy(max_attempts=3, max_elapsed=5.0),  # only not-sent errors qualify
+    )
+
+
+def drain_session(session_id: str) -> Call:
+    return Call("POST", f"/v1/worker-sessions/{_seg(session_id)}/drain")
+
+
+def close_session(session_id: str) -> Call:
+    return Call("DELETE", f"/v1/worker-sessions/{_seg(session_id)}")
+
+
+def start_attempt(attempt_id: str, token: str, safety: str | None = None) -> Call:
+    """Idempotent: an attempt that is already RUNNING answers started + already_started.
+    ``safety`` is the handler's declaration; the server keeps the stricter of it and the task's
+    own class, so only ``"unsafe"`` can change anything and only that is worth sending."""
+    body = {"token": token}
+    if safety == "unsafe":
+        body["safety"] = safety
+    return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/start", json=body)
+
+
+def heartbeat(session_id: str | None, items: list[tuple[str, str]], retry: RetryPolicy) -> Call:
+    body: dict[str, Any] = {"items": [{"attempt_id": a, "token": t} for a, t in items]}
+    if session_id is not None:
+        body["session_id"] = session_id
+    return Call("POST", "/v1/attempts/heartbeat", json=body, retry=retry)
+
+
+def complete_attempt(
+    attempt_id: str,
+    token: str,
+    outcome: str,
+    *,
+    result: Any = None,
+    error: Any = None,
+    retryable: bool = False,
+) -> Call:
+    # Idempotent: the same report again answers ``duplicate``.
+    body = {
+        "token": token,
+        "outcome": outcome,
+        "result": result,
+        "error": error,
+        "retryable": retryable,
+    }
+    return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/complete", json=body)

@@ -1,0 +1,88 @@
+"""The worker's heartbeat thread: one batched call renews every held lease and the session.
+
+Batched because a worker with many slots would otherwise send one request per attempt per
+interval; and the session rides along so a busy worker never needs a separate renewal call.
+Each beat gets a retry budget shorter than the interval, so a slow server delays the next beat
+instead of stacking them up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from . import _calls
+from ._transport import RetryPolicy
+from .errors import Conflict, Forbidden, NotFound, Unauthorized
+from .models import HeartbeatResponse
+
+if TYPE_CHECKING:
+    from .worker import Worker
+
+log = logging.getLogger("orbit_sdk.heartbeat")
+
+#: The server accepts at most this many items per heartbeat.
+MAX_ITEMS = 500
+LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
+
+
+class Heartbeater:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"orbit-heartbeat-{worker.name}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.worker.effective_heartbeat_interval()):
+            try:
+                self.beat()
+            except Exception:
+                log.exception("worker %s: heartbeat failed unexpectedly", self.worker.name)
+
+    def beat(self) -> None:
+        """Renew the session and every held lease; pass the per-attempt answers to handlers."""
+        worker = self.worker
+        session = worker.session
+        session_id = session.id if session is not None else None
+        pairs = [(a.lease.attempt_id, a.lease.token) for a in worker.live.snapshot()]
+        chunks = [pairs[i : i + MAX_ITEMS] for i in range(0, len(pairs), MAX_ITEMS)] or [[]]
+        interval = worker.effective_heartbeat_interval()
+        retry = RetryPolicy(max_attempts=3, max_backoff=1.0, max_elapsed=max(interval / 2, 1.0))
+        for index, chunk in enumerate(chunks):
+            call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry)
+            try:
+                answer = HeartbeatResponse.model_validate(worker.send(call).json())
+            except (Conflict, NotFound) as exc:
+                if call.json.get("session_id") is None:
+                    log.warning("worker %s: heartbeat refused: %s", worker.name, exc)
+                    return
+                # The session is no longer accepted. Its leases lapsed with it; beat once more
+                # without it so each handler hears that from the per-item answers.
+                log.warning("worker %s: session refused on heartbeat: %s", worker.name, exc)
+                worker.session_ended("UNKNOWN")
+                session_id = None
+                call = _calls.heartbeat(None, chunk, retry)
+                try:
+                    answer = HeartbeatResponse.model_validate(worker.send(call).json())
+                except Exception as again:
+                    log.warning("worker %s: heartbeat failed: %s", worker.name, again)
+                    return
+            except (Unauthorized, Forbidden) as exc:
+                log.error("worker %s: heartbeat not allowed: %s", worker.name, exc)
+                return
+            except Exception as exc:
+                log.warning("worker %s: heartbeat failed: %s", worker.name, exc)
+                return
+            worker.live.apply_heartbeat(answer.results)
+            if answer.session is not None and answer.session.state not in LIVE_SESSION_STATES:
+                worker.session_ended(answer.session.state)

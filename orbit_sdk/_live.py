@@ -1,0 +1,107 @@
+"""The worker's bookkeeping of attempts it holds, shared by the lease, attempt and heartbeat
+threads, plus the small interruptible backoff the worker's outer loops use."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .context import TaskContext
+from .models import HeartbeatResult, HeartbeatStatus, Lease
+
+
+@dataclass
+class LiveAttempt:
+    lease: Lease
+    ctx: TaskContext
+    started: bool = False
+    #: Set at shutdown when the drain timed out: the worker no longer reports for it.
+    abandoned: bool = False
+    received_at: float = field(default_factory=time.monotonic)
+
+
+class LiveSet:
+    """Attempts this worker holds, from grant until the server has a definitive report.
+
+    They stay here while the report is being retried so heartbeats keep their leases alive:
+    an attempt whose result we already know must not lapse into a retry or a review.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()  # RLock-based: safe to re-enter
+        self._items: dict[str, LiveAttempt] = {}
+
+    def add(self, attempt: LiveAttempt) -> None:
+        with self._cond:
+            self._items[attempt.lease.attempt_id] = attempt
+
+    def remove(self, attempt_id: str) -> None:
+        with self._cond:
+            self._items.pop(attempt_id, None)
+            self._cond.notify_all()
+
+    def snapshot(self) -> list[LiveAttempt]:
+        with self._cond:
+            return list(self._items.values())
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+    def notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for_free(self, capacity: int, done: Callable[[], bool], poll: float = 0.5) -> int:
+        """Block until fewer than ``capacity`` attempts are held (or ``done()``); free slots."""
+        with self._cond:
+            while len(self._items) >= capacity and not done():
+                self._cond.wait(poll)
+            return max(capacity - len(self._items), 0)
+
+    def wait_empty(self, deadline: float, give_up: Callable[[], bool], poll: float = 0.2) -> bool:
+        """Block until nothing is held, ``deadline`` (monotonic) passes or ``give_up()``."""
+        with self._cond:
+            while self._items and not give_up():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(poll, remaining))
+            return not self._items
+
+    def apply_heartbeat(self, results: list[HeartbeatResult]) -> None:
+        """Tell each handler what the server said about its attempt."""
+        with self._cond:
+            items = dict(self._items)
+        for result in results:
+            attempt = items.get(result.attempt_id)
+            if attempt is None:
+                continue  # finished meanwhile
+            if result.status == HeartbeatStatus.LOST:
+                attempt.ctx._mark_lease_lost(result.reason)
+                continue
+            attempt.ctx._extend(result.lease_expires_at)
+            if result.status == HeartbeatStatus.CANCEL_REQUESTED:
+                attempt.ctx._mark_cancel_requested()
+
+
+class Backoff:
+    """Capped exponential backoff with jitter whose sleep ends early when ``event`` is set, so
+    a stop request never waits out a retry delay."""
+
+    def __init__(self, initial: float = 0.5, maximum: float = 15.0) -> None:
+        self.initial, self.maximum = initial, maximum
+        self.failures = 0
+        self._rng = random.Random()
+
+    def reset(self) -> None:
+        self.failures = 0
+
+    def sleep(self, event: threading.Event) -> bool:
+        """Wait the next delay; True if ``event`` was set meanwhile."""
+        ceiling = min(self.maximum, self.initial * 2**self.failures)
+        self.failures += 1
+        return event.wait(self._rng.uniform(ceiling / 2, ceiling))

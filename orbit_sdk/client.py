@@ -1,0 +1,337 @@
+"""``Client`` and ``AsyncClient``: submit, inspect, list, cancel and wait for tasks over HTTP.
+
+Both build their requests with ``_calls`` and send them through ``_transport``, so retries,
+idempotency and error mapping are the same whichever one you use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import datetime as dt
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from . import _calls
+from ._transport import AsyncTransport, RetryPolicy, SyncTransport
+from ._version import __version__
+from .errors import TimeoutExpired
+from .models import SETTLED_STATES, Task, TaskDetail, TaskPage
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+DEFAULT_TIMEOUT = 10.0
+
+
+def resolve_server(server: str | None) -> str:
+    return (server or os.environ.get("ORBIT_SERVER") or DEFAULT_SERVER).rstrip("/")
+
+
+def resolve_token(token: str | None) -> str | None:
+    return token or os.environ.get("ORBIT_TOKEN") or None
+
+
+def default_headers(token: str | None) -> dict[str, str]:
+    headers = {"User-Agent": f"orbit-sdk-python/{__version__}", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _timeout_error(task_id: str, timeout: float | None, last: TaskDetail | None) -> TimeoutExpired:
+    state = last.state if last is not None else "unknown"
+    err = TimeoutExpired.from_detail(
+        f"task {task_id} still {state} after {timeout}s", title="Timed out waiting for task"
+    )
+    assert isinstance(err, TimeoutExpired)
+    err.task = last
+    return err
+
+
+class Client:
+    """Synchronous client. Thread-safe; reuse one per process (it pools connections).
+
+    ``server`` and ``token`` default to the ``ORBIT_SERVER`` and ``ORBIT_TOKEN`` environment
+    variables. ``transport`` is passed to httpx (tests use it to inject faults).
+    """
+
+    def __init__(
+        self,
+        server: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.server = resolve_server(server)
+        http = httpx.Client(
+            base_url=self.server,
+            headers=default_headers(resolve_token(token)),
+            timeout=timeout,
+            transport=transport,
+        )
+        self._transport = SyncTransport(http, retry)
+
+    def __repr__(self) -> str:  # never the token
+        return f"Client({self.server!r})"
+
+    def submit(
+        self,
+        namespace: str,
+        *,
+        handler: str,
+        queue: str = "default",
+        params: Any = None,
+        idempotency_key: str | None = None,
+        delay: float | dt.timedelta | None = None,
+        available_at: dt.datetime | None = None,
+        deadline_at: dt.datetime | None = None,
+        priority: int | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        max_attempts: int | None = None,
+        backoff_initial_seconds: float | None = None,
+        backoff_max_seconds: float | None = None,
+        backoff_multiplier: float | None = None,
+        safety: str | None = None,
+    ) -> Task:
+        """Submit a task. Without ``idempotency_key`` a fresh one is made for this call, so
+        transport retries are safe; pass your own to make *your* retries safe too.
+        ``task.replayed`` tells whether the key found an existing task."""
+        body = _calls.submission_body(
+            handler=handler,
+            queue=queue,
+            params=params,
+            idempotency_key=idempotency_key,
+            delay=delay,
+            available_at=available_at,
+            deadline_at=deadline_at,
+            priority=priority,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            max_attempts=max_attempts,
+            backoff_initial_seconds=backoff_initial_seconds,
+            backoff_max_seconds=backoff_max_seconds,
+            backoff_multiplier=backoff_multiplier,
+            safety=safety,
+        )
+        response = self._transport.send(_calls.submit(namespace, body))
+        return Task.model_validate(response.json())
+
+    def get(self, namespace: str, task_id: str) -> TaskDetail:
+        response = self._transport.send(_calls.get_task(namespace, task_id))
+        return TaskDetail.model_validate(response.json())
+
+    def cancel(self, namespace: str, task_id: str, reason: str = "") -> Task:
+        """Request cancellation. WAITING/LEASED tasks are cancelled at once; a RUNNING one is
+        cancelled when its handler confirms it stopped; a finished one is left as it is."""
+        response = self._transport.send(_calls.cancel_task(namespace, task_id, reason))
+        return Task.model_validate(response.json())
+
+    def wait(
+        self,
+        namespace: str,
+        task_id: str,
+        timeout: float | None = 30,
+        poll_interval: float = 0.2,
+    ) -> TaskDetail:
+        """Poll until the task is terminal or NEEDS_REVIEW; ``TimeoutExpired`` otherwise (its
+        ``task`` is the last state seen). ``timeout=None`` waits forever."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            detail = self.get(namespace, task_id)
+            if detail.state in SETTLED_STATES:
+                return detail
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise _timeout_error(task_id, timeout, detail)
+            time.sleep(poll_interval if remaining is None else min(poll_interval, remaining))
+
+    def list(
+        self,
+        namespace: str,
+        queue: str | None = None,
+        state: str | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> TaskPage:
+        call = _calls.list_tasks(
+            namespace, queue=queue, state=state, page_size=page_size, page_token=page_token
+        )
+        return TaskPage.model_validate(self._transport.send(call).json())
+
+    def iter_tasks(
+        self,
+        namespace: str,
+        queue: str | None = None,
+        state: str | None = None,
+        page_size: int = 50,
+    ) -> Iterator[Task]:
+        """Every matching task, fetching pages lazily."""
+        token: str | None = None
+        while True:
+            page = self.list(namespace, queue, state, page_size, token)
+            yield from page.items
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: builtins.type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """The asyncio twin of ``Client`` (same methods, awaitable)."""
+
+    def __init__(
+        self,
+        server: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.server = resolve_server(server)
+        http = httpx.AsyncClient(
+            base_url=self.server,
+            headers=default_headers(resolve_token(token)),
+            timeout=timeout,
+            transport=transport,
+        )
+        self._transport = AsyncTransport(http, retry)
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self.server!r})"
+
+    async def submit(
+        self,
+        namespace: str,
+        *,
+        handler: str,
+        queue: str = "default",
+        params: Any = None,
+        idempotency_key: str | None = None,
+        delay: float | dt.timedelta | None = None,
+        available_at: dt.datetime | None = None,
+        deadline_at: dt.datetime | None = None,
+        priority: int | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        max_attempts: int | None = None,
+        backoff_initial_seconds: float | None = None,
+        backoff_max_seconds: float | None = None,
+        backoff_multiplier: float | None = None,
+        safety: str | None = None,
+    ) -> Task:
+        """See ``Client.submit``."""
+        body = _calls.submission_body(
+            handler=handler,
+            queue=queue,
+            params=params,
+            idempotency_key=idempotency_key,
+            delay=delay,
+            available_at=available_at,
+            deadline_at=deadline_at,
+            priority=priority,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            max_attempts=max_attempts,
+            backoff_initial_seconds=backoff_initial_seconds,
+            backoff_max_seconds=backoff_max_seconds,
+            backoff_multiplier=backoff_multiplier,
+            safety=safety,
+        )
+        response = await self._transport.send(_calls.submit(namespace, body))
+        return Task.model_validate(response.json())
+
+    async def get(self, namespace: str, task_id: str) -> TaskDetail:
+        response = await self._transport.send(_calls.get_task(namespace, task_id))
+        return TaskDetail.model_validate(response.json())
+
+    async def cancel(self, namespace: str, task_id: str, reason: str = "") -> Task:
+        response = await self._transport.send(_calls.cancel_task(namespace, task_id, reason))
+        return Task.model_validate(response.json())
+
+    async def wait(
+        self,
+        namespace: str,
+        task_id: str,
+        timeout: float | None = 30,
+        poll_interval: float = 0.2,
+    ) -> TaskDetail:
+        """See ``Client.wait``."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            detail = await self.get(namespace, task_id)
+            if detail.state in SETTLED_STATES:
+                return detail
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise _timeout_error(task_id, timeout, detail)
+            await asyncio.sleep(
+                poll_interval if remaining is None else min(poll_interval, remaining)
+            )
+
+    async def list(
+        self,
+        namespace: str,
+        queue: str | None = None,
+        state: str | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> TaskPage:
+        call = _calls.list_tasks(
+            namespace, queue=queue, state=state, page_size=page_size, page_token=page_token
+        )
+        return TaskPage.model_validate((await self._transport.send(call)).json())
+
+    async def iter_tasks(
+        self,
+        namespace: str,
+        queue: str | None = None,
+        state: str | None = None,
+        page_size: int = 50,
+    ) -> AsyncIterator[Task]:
+        token: str | None = None
+        while True:
+            page = await self.list(namespace, queue, state, page_size, token)
+            for task in page.items:
+                yield task
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def close(self) -> None:
+        await self.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: builtins.type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

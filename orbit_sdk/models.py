@@ -1,0 +1,215 @@
+"""Response bodies of the ``/v1`` API, mirrored from the server's wire contract.
+
+Every model ignores fields it does not know, so a newer server can add fields without breaking
+older clients. For the same reason enumerated values (states, statuses, safety) are typed as plain
+``str`` here, with the known values as constants: a new state must not make a response
+unparseable for a client that only wants to display it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TaskState(enum.StrEnum):
+    WAITING = "WAITING"
+    LEASED = "LEASED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    NEEDS_REVIEW = "NEEDS_REVIEW"
+    CANCELLED = "CANCELLED"
+
+
+#: States a task never leaves on its own.
+TERMINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+#: Where ``wait()`` stops: terminal, or parked for a human (NEEDS_REVIEW) -- polling on would
+#: only burn the timeout.
+SETTLED_STATES = TERMINAL_STATES | {TaskState.NEEDS_REVIEW}
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# --- tasks ---------------------------------------------------------------------------------
+
+
+class Task(WireModel):
+    id: str
+    namespace: str
+    queue: str
+    handler: str
+    params: Any = None
+    state: str
+    state_version: int
+    priority: int = 0
+    available_at: dt.datetime
+    deadline_at: dt.datetime | None = None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None = None
+    attempts_used: int = 0
+    max_attempts: int = 1
+    safety: str = "safe"
+    concurrency_key: str | None = None
+    cancel_requested: bool = False
+    retry_of: str | None = None
+    result: Any = None
+    error: Any = None
+    #: True when an idempotent submit found an existing task instead of creating one.
+    replayed: bool = False
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def is_settled(self) -> bool:
+        """Terminal or waiting for review: nothing more happens without a human."""
+        return self.state in SETTLED_STATES
+
+
+class Attempt(WireModel):
+    id: str
+    generation: int
+    state: str
+    outcome: str | None = None
+    outcome_reason: str | None = None
+    worker_session_id: str | None = None
+    leased_at: dt.datetime
+    lease_expires_at: dt.datetime
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    result: Any = None
+    error: Any = None
+    #: A report that arrived after this attempt was superseded: evidence, never applied.
+    late_outcome: str | None = None
+    late_reported_at: dt.datetime | None = None
+
+
+class TaskEvent(WireModel):
+    state_version: int
+    from_state: str | None = None
+    to_state: str
+    reason: str
+    attempt_id: str | None = None
+    actor: str | None = None
+    at: dt.datetime
+
+
+class TaskDetail(Task):
+    attempts: list[Attempt] = Field(default_factory=list)
+    events: list[TaskEvent] = Field(default_factory=list)
+
+
+class TaskPage(WireModel):
+    items: list[Task]
+    next_page_token: str | None = None
+
+
+# --- worker protocol -----------------------------------------------------------------------
+
+
+class Session(WireModel):
+    id: str
+    namespace: str
+    worker_name: str
+    generation: int
+    state: str
+    expires_at: dt.datetime
+    heartbeat_interval_seconds: float = 10.0
+
+
+class Lease(WireModel):
+    task_id: str
+    attempt_id: str
+    #: Fencing number: pass it to downstream resources so they can refuse a stale writer.
+    generation: int
+    #: The attempt's secret; kept out of ``repr`` so it never lands in logs by accident.
+    token: str = Field(repr=False)
+    lease_expires_at: dt.datetime
+    namespace: str
+    queue: str
+    handler: str
+    params: Any = None
+    safety: str = "safe"
+    state_version: int
+    deadline_at: dt.datetime | None = None
+
+
+class LeaseBatch(WireModel):
+    leases: list[Lease] = Field(default_factory=list)
+
+
+class StartResponse(WireModel):
+    started: bool
+    already_started: bool = False
+    lease_expires_at: dt.datetime | None = None
+
+
+class HeartbeatStatus(enum.StrEnum):
+    EXTENDED = "extended"
+    CANCEL_REQUESTED = "cancel_requested"
+    LOST = "lost"
+
+
+class HeartbeatResult(WireModel):
+    attempt_id: str
+    status: str
+    lease_expires_at: dt.datetime | None = None
+    reason: str | None = None
+
+
+class HeartbeatResponse(WireModel):
+    results: list[HeartbeatResult] = Field(default_factory=list)
+    session: Session | None = None
+
+
+class CompletionResponse(WireModel):
+    #: ``applied`` or ``duplicate`` (the same outcome was already recorded).
+    status: str
+    task_state: str | None = None
+    reason: str | None = None
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details. Extension members are kept (``extra="allow"``): RFC 9457 lets a
+    server add them, and they are often the useful part (e.g. which quota was exceeded)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: str = "about:blank"
+    title: str = ""
+    status: int = 0
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+__all__ = [
+    "SETTLED_STATES",
+    "TERMINAL_STATES",
+    "Attempt",
+    "CompletionResponse",
+    "HeartbeatResponse",
+    "HeartbeatResult",
+    "HeartbeatStatus",
+    "Lease",
+    "LeaseBatch",
+    "Problem",
+    "Session",
+    "StartResponse",
+    "Task",
+    "TaskDetail",
+    "TaskEvent",
+    "TaskPage",
+    "TaskState",
+]

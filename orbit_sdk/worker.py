@@ -1,0 +1,368 @@
+"""The worker runtime: a session, leases, one thread per held attempt, heartbeats, drain.
+
+Threads and why:
+
+- the **lease thread** long-polls for as many tasks as there are free slots. It is separate from
+  the thread that called ``run()`` so a stop request never waits for a long poll to return;
+- one daemon **attempt thread** per lease (at most ``concurrency``): start, handler, report.
+  Daemon, so a handler that ignores every stop signal cannot keep the process alive after
+  ``drain_timeout`` -- its lease lapses when the session closes and the server applies the
+  task's safety rules (retry if safe, NEEDS_REVIEW if not);
+- the **heartbeat thread** renews every held lease and the session in one batched call.
+
+Signal handlers only bump a counter (they run on the main thread between bytecodes and must not
+take locks the interrupted code may hold); ``run()`` polls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import TypeVar
+
+import httpx
+
+from . import _calls
+from ._attempt import AttemptRunner, RegisteredHandler, is_transient
+from ._heartbeat import Heartbeater
+from ._live import Backoff, LiveAttempt, LiveSet
+from ._outcome import Handler
+from ._transport import Call, RetryPolicy, SyncTransport
+from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
+from .context import TaskContext
+from .errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
+from .models import Lease, LeaseBatch, Session
+
+log = logging.getLogger("orbit_sdk.worker")
+
+H = TypeVar("H", bound=Handler)
+
+#: The server's limits for one lease request.
+MAX_LEASE_WAIT = 60
+MAX_LEASE_BATCH = 100
+
+
+class Worker:
+    """Runs registered handlers for tasks leased from ``queues`` of ``namespace``.
+
+    ``concurrency`` bounds the attempts held at once (leased or running). ``heartbeat_interval``
+    defaults to what the server asks for in the session. ``drain_timeout`` is how long a stop
+    waits for running handlers before closing the session anyway; keep it below the pod's
+    termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
+    pod, so the operator can revoke it when the pod goes away.
+    """
+
+    def __init__(
+        self,
+        server: str | None = None,
+        *,
+        token: str | None = None,
+        namespace: str,
+        queues: Iterable[str] = ("default",),
+        concurrency: int = 4,
+        name: str | None = None,
+        heartbeat_interval: float | None = None,
+        lease_wait_seconds: float = 10,
+        drain_timeout: float = 30,
+        pod_uid: str | None = None,
+        session_ttl_seconds: int = 60,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if not 0 <= lease_wait_seconds <= MAX_LEASE_WAIT:
+            raise ValueError(f"lease_wait_seconds must be within 0..{MAX_LEASE_WAIT}")
+        self.server = resolve_server(server)
+        self.namespace = namespace
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.heartbeat_interval = heartbeat_interval
+        self.lease_wait_seconds = lease_wait_seconds
+        self.drain_timeout = drain_timeout
+        self.pod_uid = pod_uid or os.environ.get("ORBIT_POD_UID") or None
+        ttl = session_ttl_seconds
+        if heartbeat_interval is not None:  # a session must survive a couple of missed beats
+            ttl = max(ttl, int(heartbeat_interval * 3) + 1)
+        self.session_ttl_seconds = min(ttl, 3600)
+        http = httpx.Client(
+            base_url=self.server,
+            headers=default_headers(resolve_token(token)),
+            timeout=timeout,
+            transport=transport,
+            # every attempt thread may be reporting while a long poll and a heartbeat are open
+            limits=httpx.Limits(max_connections=concurrency + 8),
+        )
+        self._handlers: dict[str, RegisteredHandler] = {}
+        self._live = LiveSet()
+        self._stopping = threading.Event()  # no new leases; drain
+        self._abandon = threading.Event()  # drain_timeout passed: stop retrying reports
+        # Transport retry sleeps end early once we give up on the drain, so no thread lingers
+        # in a backoff after run() returned.
+        self._transport = SyncTransport(http, retry, sleep=self._abandon.wait)
+        self._ready = threading.Event()
+        self._signals = 0
+        self._started = False
+        self._session: Session | None = None
+        self._session_stale = False
+        self._runner = AttemptRunner(
+            send=self.send,
+            handlers=self._handlers,
+            live=self._live,
+            stopping=self._stopping,
+            abandon=self._abandon,
+        )
+        #: Set when ``run()`` ended because of an error it could not recover from.
+        self.fatal_error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"Worker({self.server!r}, namespace={self.namespace!r}, name={self.name!r})"
+
+    # --- registration -----------------------------------------------------------------------
+
+    def handler(self, name: str, safety: str = "safe") -> Callable[[H], H]:
+        """Register ``fn(ctx, params)`` (sync or ``async def``) for tasks naming ``name``.
+
+        ``safety="unsafe"`` declares the handler not idempotent. It is sent when an attempt
+        starts and the server keeps the stricter of it and the task's own class: if the worker
+        is lost mid-run, the task goes to NEEDS_REVIEW instead of running again.
+        """
+        if safety not in ("safe", "unsafe"):
+            raise ValueError("safety must be 'safe' or 'unsafe'")
+
+        def register(fn: H) -> H:
+            self.register(name, fn, safety=safety)
+            return fn
+
+        return register
+
+    def register(self, name: str, fn: Handler, *, safety: str = "safe") -> None:
+        if name in self._handlers:
+            raise ValueError(f"handler {name!r} is already registered")
+        self._handlers[name] = RegisteredHandler(fn, safety)
+
+    @property
+    def handlers(self) -> dict[str, RegisteredHandler]:
+        return dict(self._handlers)
+
+    @property
+    def session(self) -> Session | None:
+        return self._session
+
+    @property
+    def live(self) -> LiveSet:
+        return self._live
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Work until ``stop()`` or SIGTERM/SIGINT, then drain and return. A second signal
+        stops waiting for running handlers."""
+        if self._started:
+            raise RuntimeError("a Worker runs once; create a new one")
+        self._started = True
+        restore = self._install_signal_handlers()
+        try:
+            if self._register_until_ok():
+                beats = Heartbeater(self)
+                beats.start()
+                leaser = threading.Thread(
+                    target=self._lease_loop, name=f"orbit-lease-{self.name}", daemon=True
+                )
+                leaser.start()
+                self._ready.set()
+                log.info(
+                    "worker %s serving %s/%s with %d slots",
+                    self.name,
+                    self.namespace,
+                    ",".join(self.queues),
+                    self.concurrency,
+                )
+                while not self._stopping.wait(0.2):
+                    if self._signals:
+                        log.info("worker %s: signal received, draining", self.name)
+                        self.stop()
+                self._shutdown(leaser, beats)
+        finally:
+            self._ready.set()
+            restore()
+            self._transport.close()
+        if self.fatal_error is not None:
+            raise self.fatal_error
+
+    def run_in_thread(self) -> threading.Thread:
+        """Start ``run()`` in a daemon thread (tests, ``orbit dev``); stop with ``stop()``."""
+        thread = threading.Thread(target=self._run_logged, name=f"orbit-worker-{self.name}")
+        thread.daemon = True
+        thread.start()
+        return thread
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """True once the session is registered and leasing began (or ``run()`` ended)."""
+        return self._ready.wait(timeout)
+
+    def stop(self) -> None:
+        """Ask ``run()`` to drain and return; does not block."""
+        self._stopping.set()
+        self._live.notify()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def _run_logged(self) -> None:
+        try:
+            self.run()
+        except BaseException:
+            log.exception("worker %s stopped with an error", self.name)
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self._signals += 1
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+        return restore
+
+    def _fatal(self, exc: BaseException) -> None:
+        log.error("worker %s cannot continue: %s", self.name, exc)
+        if self.fatal_error is None:
+            self.fatal_error = exc
+        self.stop()
+
+    def _shutdown(self, leaser: threading.Thread, beats: Heartbeater) -> None:
+        """Drain: no new grants, let handlers finish (up to ``drain_timeout``), then close the
+        session -- whatever is still held lapses and the server's rules take over."""
+        session = self._session
+        if session is not None:
+            try:
+                self.send(_calls.drain_session(session.id))
+            except Exception as exc:
+                log.warning("worker %s: drain failed: %s", self.name, exc)
+        deadline = time.monotonic() + self.drain_timeout
+        held = len(self._live)
+        if held:
+            log.info("worker %s: draining %d attempts", self.name, held)
+        self._live.wait_empty(deadline, give_up=lambda: self._signals >= 2)
+        leaser.join(max(0.0, min(deadline - time.monotonic(), 1.0)))
+        remaining = self._live.snapshot()
+        for attempt in remaining:
+            attempt.abandoned = True
+        if remaining:
+            log.warning(
+                "worker %s: abandoning %d attempts still running after drain; their leases "
+                "lapse when the session closes",
+                self.name,
+                len(remaining),
+            )
+        self._abandon.set()
+        beats.stop()
+        if session is not None:
+            try:
+                self.send(_calls.close_session(session.id))
+            except NotFound:
+                pass
+            except Exception as exc:
+                log.warning("worker %s: closing session failed: %s", self.name, exc)
+        for attempt in remaining:  # only now is it true; tell handlers to stop side effects
+            attempt.ctx._mark_lease_lost("worker shut down before the handler finished")
+        log.info("worker %s stopped", self.name)
+
+    # --- session ----------------------------------------------------------------------------
+
+    def send(self, call: Call) -> httpx.Response:
+        return self._transport.send(call)
+
+    def _register_until_ok(self) -> bool:
+        """Open a session, retrying while the server is unreachable; False if stopped first."""
+        backoff = Backoff(maximum=5.0)  # short: a signal is only noticed between tries
+        while not self._stopping.is_set() and not self._signals:
+            call = _calls.create_session(
+                self.namespace, self.name, self.queues, self.session_ttl_seconds, self.pod_uid
+            )
+            try:
+                self._session = Session.model_validate(self.send(call).json())
+            except Exception as exc:
+                if not is_transient(exc):
+                    self._fatal(exc)
+                    return False
+                log.warning("worker %s: cannot register session: %s", self.name, exc)
+                backoff.sleep(self._stopping)
+                continue
+            self._session_stale = False
+            log.info(
+                "worker %s: session %s (generation %d)",
+                self.name,
+                self._session.id,
+                self._session.generation,
+            )
+            return True
+        return False
+
+    def session_ended(self, state: str) -> None:
+        """Called when the server says our session is no longer live."""
+        if state == "REVOKED":
+            self._fatal(RuntimeError(f"worker session was revoked (worker {self.name})"))
+        elif not self._stopping.is_set():
+            log.warning("worker %s: session is %s; registering a new one", self.name, state)
+            self._session_stale = True
+
+    def effective_heartbeat_interval(self) -> float:
+        if self.heartbeat_interval is not None:
+            return self.heartbeat_interval
+        return self._session.heartbeat_interval_seconds if self._session else 10.0
+
+    # --- leasing ----------------------------------------------------------------------------
+
+    def _lease_loop(self) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            free = self._live.wait_for_free(self.concurrency, self._stopping.is_set)
+            if self._stopping.is_set():
+                return
+            needs_session = self._session is None or self._session_stale
+            if needs_session and not self._register_until_ok():
+                return
+            assert self._session is not None
+            call = _calls.lease(
+                self._session.id, min(free, MAX_LEASE_BATCH), self.lease_wait_seconds
+            )
+            try:
+                batch = LeaseBatch.model_validate(self.send(call).json())
+            except (Conflict, NotFound) as exc:
+                if self._stopping.is_set():
+                    return  # our own drain ended leasing
+                log.warning("worker %s: leasing refused (%s); re-registering", self.name, exc)
+                self._session_stale = True
+                backoff.sleep(self._stopping)
+                continue
+            except (Unauthorized, Forbidden, ValidationFailed) as exc:
+                self._fatal(exc)
+                return
+            except Exception as exc:
+                log.warning("worker %s: leasing failed: %s", self.name, exc)
+                backoff.sleep(self._stopping)
+                continue
+            backoff.reset()
+            for lease in batch.leases:
+                self._accept(lease)
+
+    def _accept(self, lease: Lease) -> None:
+        self._runner.spawn(LiveAttempt(lease, TaskContext(lease, self.name)))
+
+    # --- one attempt ------------------------------------------------------------------------
