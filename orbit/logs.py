@@ -38,3 +38,5 @@ def configure_logging(level: str = "INFO", *, json_lines: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # One line per HTTP request is noise for a CLI; the server has its own access metrics.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -82,14 +84,39 @@ def dev(
     workers = [load_worker(spec) for spec in worker or []]
     threads = [w.run_in_thread() for w in workers]
     settings = ServerSettings(database_url=str(engine.url), host=host, port=port)
+    config = uvicorn.Config(
+        create_app(engine, settings),
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=15,
+    )
+    api = uvicorn.Server(config)
+    stop_api = api.handle_exit
+
+    draining = threading.Event()
+
+    def drain_workers_then_stop(sig: int, frame: FrameType | None) -> None:
+        # Workers drain while the API is still up (they finish, hand back, close sessions);
+        # only then does the API stop, and the process exits 0. A second signal forces it.
+        if draining.is_set():
+            stop_api(sig, frame)
+            return
+        draining.set()
+
+        def drain() -> None:
+            for w in workers:
+                w.stop()
+            for t in threads:
+                t.join(timeout=60)
+            api.should_exit = True
+
+        threading.Thread(target=drain, name="orbit-dev-drain", daemon=True).start()
+
+    api.handle_exit = drain_workers_then_stop  # type: ignore[method-assign]
     try:
-        uvicorn.run(
-            create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
-        )
+        api.run()
     finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(timeout=30)
         engine.dispose()
         out.print("orbit dev: stopped")

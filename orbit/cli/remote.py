@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 Server = Annotated[
     str,
@@ -25,3 +27,8 @@ Namespace = Annotated[
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+
+def console() -> Console:
+    """A console for tables: full width when piped, so ids are never cut short."""
+    return Console(width=None if sys.stdout.isatty() else 240)

@@ -7,15 +7,14 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from orbit_sdk import Client, OrbitError
 
-from .remote import DEFAULT_SERVER, Namespace, Output, Server, Token
+from .remote import DEFAULT_SERVER, Namespace, Output, Server, Token, console
 
 app = typer.Typer(help="Submit, inspect and cancel tasks on an Orbit server.", no_args_is_help=True)
-out = Console()
+out = console()
 T = TypeVar("T")
 
 
@@ -66,6 +65,9 @@ def submit(
     delay: Annotated[float | None, typer.Option(help="Seconds before it may run.")] = None,
     priority: Annotated[int | None, typer.Option(help="Lower runs first.")] = None,
     safety: Annotated[str | None, typer.Option(help="safe or unsafe.")] = None,
+    wait: Annotated[
+        float | None, typer.Option(help="Wait up to this many seconds for the outcome.")
+    ] = None,
     server: Server = DEFAULT_SERVER,
     token: Token = "",
     output: Output = "table",
@@ -90,6 +92,9 @@ def submit(
             safety=safety,
         ),
     )
+    if wait is not None:
+        typer.echo(f"submitted {task.id}; waiting up to {wait:g}s for its outcome …", err=True)
+        task = _call(server, token, lambda c: c.wait(namespace, task.id, timeout=wait))
     _print_task(task, output)
 
 

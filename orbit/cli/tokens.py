@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -73,11 +73,11 @@ def list_(
             creds = list_credentials(conn, namespace)
     finally:
         engine.dispose()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "namespace": c.namespace,
             "name": c.name,
-            "roles": sorted(c.roles),
+            "roles": sorted(r.value for r in c.roles),
             "source": c.source,
             "created_at": c.created_at.isoformat(),
             "revoked_at": c.revoked_at.isoformat() if c.revoked_at else None,

@@ -1,0 +1,103 @@
+"""The CLI users touch: tokens in the database, tasks through the server, invariant scans."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import sqlalchemy as sa
+
+from orbit_store.schema import task_events
+
+from .conftest import ORBIT, ROOT, Server, Tenant
+
+
+def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ORBIT, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_token_create_prints_it_once_list_hides_it_and_revoke_stops_it(server: Server) -> None:
+    db = ["--database-url", server.database_url]
+    created = orbit(
+        "admin", "token", "create", *db, "-n", "cli-ns", "--role", "submit", "--name", "ci-bot"
+    )
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token.startswith("orb_")
+    listed = orbit("admin", "token", "list", *db, "-n", "cli-ns", "-o", "json")
+    assert json.loads(listed.stdout)[0]["name"] == "ci-bot" and token not in listed.stdout
+    url = f"{server.url}/v1/namespaces/cli-ns/tasks"
+    import httpx
+
+    assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert (
+        orbit("admin", "token", "revoke", *db, "-n", "cli-ns", "--name", "ci-bot").returncode == 0
+    )
+    again = orbit("admin", "token", "create", *db, "-n", "cli-ns", "--role", "nope")
+    assert again.returncode == 1 and "roles are" in again.stderr
+
+
+def test_task_submit_get_list_and_cancel_through_the_server(tenant: Tenant) -> None:
+    env = tenant.env()
+    submitted = orbit(
+        "task",
+        "submit",
+        "--handler",
+        "x.y",
+        "--params",
+        '{"a": 1}',
+        "--key",
+        "k",
+        "--delay",
+        "3600",
+        "-o",
+        "json",
+        env=env,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    task_id = json.loads(submitted.stdout)["id"]
+    again = orbit(
+        "task",
+        "submit",
+        "--handler",
+        "x.y",
+        "--params",
+        '{"a": 1}',
+        "--key",
+        "k",
+        "--delay",
+        "3600",
+        "-o",
+        "json",
+        env=env,
+    )
+    assert json.loads(again.stdout)["id"] == task_id
+    assert task_id in orbit("task", "list", env=env).stdout
+    got = json.loads(orbit("task", "get", task_id, "-o", "json", env=env).stdout)
+    assert got["state"] == "WAITING" and got["params"] == {"a": 1}
+    cancelled = json.loads(
+        orbit("task", "cancel", task_id, "--reason", "test", "-o", "json", env=env).stdout
+    )
+    assert cancelled["state"] == "CANCELLED"
+    bad = orbit("task", "submit", "--handler", "x", "--params", "{nope", env=env)
+    assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+
+
+def test_admin_verify_is_clean_then_names_a_corruption(
+    tenant: Tenant, mariadb_engine: sa.Engine
+) -> None:
+    env = tenant.env()
+    task_id = json.loads(orbit("task", "submit", "--handler", "x", "-o", "json", env=env).stdout)[
+        "id"
+    ]
+    db = ["--database-url", tenant.server.database_url, "--namespace", tenant.namespace]
+    clean = orbit("admin", "verify", *db)
+    assert clean.returncode == 0 and json.loads(clean.stdout)["clean"] is True
+    with mariadb_engine.begin() as conn:  # history rewritten by hand: an event goes missing
+        conn.execute(task_events.delete().where(task_events.c.task_id == task_id))
+    broken = orbit("admin", "verify", *db)
+    report = json.loads(broken.stdout)
+    assert broken.returncode == 1 and report["clean"] is False
+    assert report["checks"]["event_gaps"]["examples"] == [task_id]

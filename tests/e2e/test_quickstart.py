@@ -1,0 +1,91 @@
+"""The README quick start, exactly: `orbit dev` with the example worker, then the CLI submits a
+task and sees it succeed — on the embedded SQLite backend, no MySQL involved."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import ORBIT, ROOT, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_start_dev_server_example_worker_and_cli(tmp_path: Path) -> None:
+    port = free_port()
+    db = tmp_path / "dev.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    dev = subprocess.Popen(
+        [
+            ORBIT,
+            "dev",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--worker",
+            "examples.quickstart.worker:worker",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    server = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _ready(server, dev), timeout=30)
+        token = (tmp_path / "dev-token").read_text().strip()
+        cli_env = {**env, "ORBIT_SERVER": server, "ORBIT_TOKEN": token, "ORBIT_NAMESPACE": "dev"}
+        submitted = subprocess.run(
+            [
+                ORBIT,
+                "task",
+                "submit",
+                "--handler",
+                "shop.echo",
+                "--params",
+                '{"x": 1}',
+                "--key",
+                "first",
+                "--wait",
+                "30",
+                "--output",
+                "json",
+            ],
+            cwd=ROOT,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        task = json.loads(submitted.stdout)
+        assert (task["state"], task["result"]) == ("SUCCEEDED", {"x": 1})
+        listed = subprocess.run(
+            [ORBIT, "task", "list"],
+            cwd=ROOT,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert task["id"] in listed.stdout and "SUCCEEDED" in listed.stdout
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        dev.wait(30)
+    assert dev.returncode == 0, dev.stderr.read().decode()[-3000:] if dev.stderr else ""
+
+
+def _ready(server: str, process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is not None:
+        raise AssertionError(process.stderr.read().decode() if process.stderr else "exited")
+    try:
+        return httpx.get(f"{server}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
