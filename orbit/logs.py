@@ -40,3 +40,4 @@ def configure_logging(level: str = "INFO", *, json_lines: bool = True) -> None:
     root.setLevel(level.upper())
     # One line per HTTP request is noise for a CLI; the server has its own access metrics.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, root.level))

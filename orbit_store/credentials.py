@@ -147,3 +147,49 @@ def revoke_credential(conn: sa.Connection, *, namespace: str, name: str) -> Cred
             credentials.update().where(credentials.c.id == row.id).values(revoked_at=db_now(conn))
         )
     return _from_row(row)
+
+
+def put_credential_token(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    name: str,
+    roles: list[str] | list[Role],
+    token: str,
+    source: str,
+) -> bool:
+    """Make credential ``name`` accept exactly ``token`` with ``roles`` (create, rotate, restore).
+
+    Used by the Credential resource: the token comes from a Secret and only its hash is stored;
+    rotating the Secret rotates the token. True when anything changed.
+    """
+    role_text = _roles(roles)
+    token_hash = hash_api_token(token)
+    row = conn.execute(
+        sa.select(credentials)
+        .where(credentials.c.namespace == namespace, credentials.c.name == name)
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        create_token(conn, namespace=namespace, name=name, roles=roles, source=source, token=token)
+        return True
+    if (row.token_hash, row.roles, row.source, row.revoked_at) == (
+        token_hash,
+        role_text,
+        source,
+        None,
+    ):
+        return False
+    conn.execute(
+        credentials.update()
+        .where(credentials.c.id == row.id)
+        .values(token_hash=token_hash, roles=role_text, source=source, revoked_at=None)
+    )
+    return True
+
+
+def delete_credential(conn: sa.Connection, *, namespace: str, name: str) -> bool:
+    deleted = conn.execute(
+        credentials.delete().where(credentials.c.namespace == namespace, credentials.c.name == name)
+    )
+    return deleted.rowcount == 1

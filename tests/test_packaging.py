@@ -17,7 +17,14 @@ def _package_dirs() -> set[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     mapping = config["package-dir"]
     found = set()
-    for top in ("orbit", "orbit_store", "orbit_sdk", "operator/orbit_operator", "migrations"):
+    for top in (
+        "orbit",
+        "orbit_store",
+        "orbit_sdk",
+        "operator/orbit_operator",
+        "migrations",
+        "crds",
+    ):
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT).as_posix()
             for package, folder in mapping.items():

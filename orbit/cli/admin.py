@@ -14,7 +14,7 @@ from orbit_store.grants import apply_grants, create_user_statement, grant_statem
 from orbit_store.verify import verify as store_verify
 
 from . import tokens
-from .options import DatabaseUrl
+from .options import DatabaseUrl, store_engine
 
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
 app.add_typer(tokens.app, name="token")
@@ -110,7 +110,7 @@ def verify(
     ] = None,
 ) -> None:
     """Scan for violations of the invariants; print a JSON summary; exit 0 only when clean."""
-    engine = open_engine(database_url, warn_durability=False)
+    engine = store_engine(database_url)
     try:
         with engine.connect() as conn:
             report = store_verify(conn, namespace)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import sqlalchemy as sa
 import typer
+
+from orbit.database import open_engine, require_current_schema
+from orbit_store.errors import SchemaOutOfDate
 
 DatabaseUrl = Annotated[
     str,
@@ -15,3 +19,15 @@ DatabaseUrl = Annotated[
         show_default=False,
     ),
 ]
+
+
+def store_engine(database_url: str) -> sa.Engine:
+    """An engine on a database whose schema matches this code, or a clear exit."""
+    engine = open_engine(database_url, warn_durability=False)
+    try:
+        require_current_schema(engine)
+    except (SchemaOutOfDate, sa.exc.OperationalError) as exc:
+        engine.dispose()
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return engine

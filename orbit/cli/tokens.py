@@ -10,13 +10,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orbit.database import open_engine
 from orbit_store.credentials import create_token, list_credentials, revoke_credential
 from orbit_store.db import run_transaction
 from orbit_store.errors import StoreError
 from orbit_store.ids import new_id
 
-from .options import DatabaseUrl
+from .options import DatabaseUrl, store_engine
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 out = Console()
@@ -34,7 +33,7 @@ def create(
     ] = None,
 ) -> None:
     """Create a token; it is printed once and only its hash is stored."""
-    engine = open_engine(database_url, warn_durability=False)
+    engine = store_engine(database_url)
     try:
         issued = run_transaction(
             engine,
@@ -67,7 +66,7 @@ def list_(
     output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
 ) -> None:
     """List tokens (never their secrets)."""
-    engine = open_engine(database_url, warn_durability=False)
+    engine = store_engine(database_url)
     try:
         with engine.connect() as conn:
             creds = list_credentials(conn, namespace)
@@ -107,7 +106,7 @@ def revoke(
     name: Annotated[str, typer.Option(help="The token's name.")],
 ) -> None:
     """Revoke a token (servers stop accepting it within seconds)."""
-    engine = open_engine(database_url, warn_durability=False)
+    engine = store_engine(database_url)
     try:
         run_transaction(
             engine, functools.partial(revoke_credential, namespace=namespace, name=name)

@@ -29,6 +29,26 @@ def load_worker(spec: str) -> Any:
 
 def worker(
     spec: Annotated[str, typer.Argument(metavar="MODULE:WORKER", help="e.g. myapp.tasks:worker")],
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            envvar="ORBIT_WORKER_CONCURRENCY",
+            min=1,
+            help="Override the worker's concurrency (a WorkerPool sets it).",
+        ),
+    ] = None,
+    queues: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ORBIT_WORKER_QUEUES",
+            help="Override the queues, comma-separated (a WorkerPool sets them).",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker: lease, run handlers, heartbeat; drain gracefully on SIGTERM."""
-    load_worker(spec).run()
+    loaded = load_worker(spec)
+    if concurrency is not None:
+        loaded.concurrency = concurrency
+    if queues:
+        loaded.queues = [q.strip() for q in queues.split(",") if q.strip()]
+    loaded.run()

@@ -101,6 +101,7 @@ class QueuePolicy:
     attempt_timeout_seconds: int | None = None
     safety_default: Safety = Safety.SAFE
     concurrency_limit: int | None = None
+    draining: bool = False  # being deleted: no new submissions (read-only; not set by put_queue)
 
 
 #: Every namespace has this queue even when nothing declared it.

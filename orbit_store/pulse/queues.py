@@ -10,9 +10,9 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.ids import new_id
-from orbit_store.schema import namespaces, queues
+from orbit_store.schema import namespaces, queues, tasks
 
-from .model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety
+from .model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety, TaskState
 
 
 def _policy_from_row(row: sa.Row[Any]) -> QueuePolicy:
@@ -30,6 +30,7 @@ def _policy_from_row(row: sa.Row[Any]) -> QueuePolicy:
         attempt_timeout_seconds=row.attempt_timeout_seconds,
         safety_default=Safety(row.safety_default),
         concurrency_limit=row.concurrency_limit,
+        draining=row.draining_since is not None,
     )
 
 
@@ -99,3 +100,56 @@ def put_queue(
         return False
     conn.execute(queues.update().where(queues.c.id == row.id).values(updated_at=now, **values))
     return True
+
+
+UNFINISHED_STATES = (
+    TaskState.WAITING.value,
+    TaskState.LEASED.value,
+    TaskState.RUNNING.value,
+    TaskState.NEEDS_REVIEW.value,
+)
+
+
+def queue_counts(conn: sa.Connection, namespace: str, name: str) -> dict[str, int]:
+    """Tasks of the queue per unfinished state (for CR status and deletion decisions)."""
+    rows = conn.execute(
+        sa.select(tasks.c.state, sa.func.count())
+        .where(
+            tasks.c.namespace == namespace,
+            tasks.c.queue == name,
+            tasks.c.state.in_(UNFINISHED_STATES),
+        )
+        .group_by(tasks.c.state)
+    )
+    counts = dict.fromkeys(UNFINISHED_STATES, 0)
+    counts.update({state: int(n) for state, n in rows})
+    return counts
+
+
+def begin_queue_deletion(conn: sa.Connection, namespace: str, name: str) -> None:
+    """Stop accepting submissions; claims continue so the queue can drain."""
+    conn.execute(
+        queues.update()
+        .where(
+            queues.c.namespace == namespace,
+            queues.c.name == name,
+            queues.c.draining_since.is_(None),
+        )
+        .values(draining_since=db_now(conn))
+    )
+
+
+def delete_queue(conn: sa.Connection, namespace: str, name: str) -> bool:
+    """Remove the queue's row (its tasks keep their history). True when a row was removed."""
+    deleted = conn.execute(
+        queues.delete().where(queues.c.namespace == namespace, queues.c.name == name)
+    )
+    return deleted.rowcount == 1
+
+
+def list_queues(conn: sa.Connection, namespace: str | None = None) -> list[tuple[str, str, str]]:
+    """(namespace, name, source) of every declared queue."""
+    query = sa.select(queues.c.namespace, queues.c.name, queues.c.source)
+    if namespace is not None:
+        query = query.where(queues.c.namespace == namespace)
+    return [(r.namespace, r.name, r.source) for r in conn.execute(query)]

@@ -68,7 +68,9 @@ def register_session(
     ).all()
     for old in previous:
         if old.state in LIVE:
-            _end(conn, old.id, "CLOSED", "replaced by a newer session of the same worker", now)
+            end_session(
+                conn, old.id, "CLOSED", "replaced by a newer session of the same worker", now
+            )
     session_id = new_id()
     generation = max((p.generation for p in previous), default=0) + 1
     conn.execute(
@@ -140,14 +142,14 @@ def close_session(conn: sa.Connection, *, namespace: str, session_id: str) -> No
     """The worker is leaving cleanly; anything it still holds lapses now."""
     row = _lock(conn, namespace, session_id)
     if row.state in LIVE:
-        _end(conn, session_id, "CLOSED", "closed by worker", db_now(conn))
+        end_session(conn, session_id, "CLOSED", "closed by worker", db_now(conn))
 
 
 def revoke_session(conn: sa.Connection, *, namespace: str, session_id: str, reason: str) -> None:
     """Revoke (pod deleted or failed, admin action); its leases lapse through Pulse's rules."""
     row = _lock(conn, namespace, session_id)
     if row.state in LIVE:
-        _end(conn, session_id, "REVOKED", reason, db_now(conn))
+        end_session(conn, session_id, "REVOKED", reason, db_now(conn))
 
 
 def expire_sessions(conn: sa.Connection, *, limit: int = 100, namespace: str | None = None) -> int:
@@ -163,11 +165,14 @@ def expire_sessions(conn: sa.Connection, *, limit: int = 100, namespace: str | N
         query = query.where(worker_sessions.c.namespace == namespace)
     ids = conn.execute(query).scalars().all()
     for session_id in ids:
-        _end(conn, session_id, "EXPIRED", "not renewed in time", now)
+        end_session(conn, session_id, "EXPIRED", "not renewed in time", now)
     return len(ids)
 
 
-def _end(conn: sa.Connection, session_id: str, state: str, reason: str, now: dt.datetime) -> None:
+def end_session(
+    conn: sa.Connection, session_id: str, state: str, reason: str, now: dt.datetime
+) -> None:
+    """End a live session and make its leases lapse now (the reaper decides each task)."""
     conn.execute(
         worker_sessions.update()
         .where(worker_sessions.c.id == session_id)

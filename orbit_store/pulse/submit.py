@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.errors import IdempotencyConflict, InvalidRequest, NotFound
+from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
 from orbit_store.schema import concurrency_keys, submission_keys, tasks
 
@@ -119,6 +119,11 @@ def submit_task(conn: sa.Connection, request: SubmitRequest) -> SubmitResult:
         raise NotFound(
             f"queue {request.queue!r} is not declared in namespace {request.namespace!r}: "
             "declare it (Queue resource, `orbit apply`) or use the 'default' queue"
+        )
+    if policy.draining:
+        raise Conflict(
+            f"queue {request.queue!r} is being deleted and accepts no new tasks; "
+            "submit to another queue"
         )
     _validate(request, policy)
     now = db_now(conn)

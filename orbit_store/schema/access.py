@@ -67,6 +67,8 @@ queues = sa.Table(
     sa.Column("safety_default", sa.String(8), nullable=False),
     sa.Column("concurrency_limit", sa.Integer(), nullable=True),
     sa.Column("deletion_policy", sa.String(8), nullable=False),
+    # Set when deletion began under Drain/Cancel: submissions are refused, claims go on.
+    sa.Column("draining_since", UtcDateTime, nullable=True),
     sa.Column("source", sa.String(16), nullable=False),
     sa.Column("spec_generation", sa.Integer(), nullable=False),
     created_at_column(),

@@ -14,8 +14,17 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from . import crd_schema
-from .crd_schema import REPO, Refusal, admit, crds, load_yaml_documents, schema_of, version_of
+from orbit.reconcile import admission as crd_schema
+from orbit.reconcile.admission import (
+    Refusal,
+    admit,
+    crds,
+    load_yaml_documents,
+    schema_of,
+    version_of,
+)
+
+REPO = Path(__file__).resolve().parents[2]
 
 KINDS = ["Queue", "Quota", "Credential", "WorkerPool"]
 EXAMPLES = REPO / "examples" / "manifests"

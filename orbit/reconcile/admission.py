@@ -1,7 +1,8 @@
-"""Admit Orbit custom resources offline, the way the API server would.
+"""Admit Orbit custom resources the way the Kubernetes API server would, without one.
 
-There is no API server here (docs: /work/shared/design/TESTING-K8S.md), so this module plays the
-part of the apiextensions server for our own CRDs:
+`orbit apply` (and the tests) have no API server, so this module plays the part of the
+apiextensions server for our own CRDs — the CRD YAML under ``crds/`` is the single source of
+truth for defaults and validation, in the cluster and out of it:
 
 1. **Defaulting** - fill in every absent field that has a ``default``, recursing into the values
    just filled in (so ``default: {}`` on ``spec.retry`` brings the defaults of its fields too).
@@ -24,6 +25,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,7 @@ import jsonschema
 import yaml
 from celpy import celtypes
 
-REPO = Path(__file__).resolve().parents[2]
-CRD_DIR = REPO / "crds"
+CRD_DIR = Path(str(resources.files("orbit_crds")))
 GROUP = "orbit.dev"
 VERSION = "v1alpha1"
 
@@ -80,7 +81,8 @@ def version_of(crd: dict[str, Any], name: str = VERSION) -> dict[str, Any]:
 
 
 def schema_of(kind: str) -> Schema:
-    return version_of(crds()[kind])["schema"]["openAPIV3Schema"]
+    schema: Schema = version_of(crds()[kind])["schema"]["openAPIV3Schema"]
+    return schema
 
 
 def crd_for(obj: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +179,7 @@ def cel_rules(schema: Schema, path: str = "") -> Iterator[CelRule]:
 def to_cel(schema: Schema, value: Any) -> Any:
     """A CEL value typed from the schema, as the API server types it."""
     if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
-        return celpy.json_to_cel(value)
+        return celpy.json_to_cel(value)  # type: ignore[attr-defined]
     kind = schema.get("type")
     if kind == "number":
         return celtypes.DoubleType(float(value))
@@ -194,7 +196,7 @@ def to_cel(schema: Schema, value: Any) -> Any:
         return celtypes.MapType(
             {celtypes.StringType(k): to_cel(props.get(k, {}), v) for k, v in value.items()}
         )
-    return celpy.json_to_cel(value)
+    return celpy.json_to_cel(value)  # type: ignore[attr-defined]
 
 
 def _values_at(schema: Schema, value: Any, path: list[str]) -> Iterator[tuple[Schema, Any, str]]:
@@ -224,16 +226,17 @@ def cel_refusals(schema: Schema, obj: dict[str, Any]) -> list[Refusal]:
     for rule in cel_rules(schema):
         steps = rule.path.split(".") if rule.path else []
         for sub, value, where in _values_at(schema, obj, steps):
+            result: Any
             try:
                 result = compile_rule(rule.rule).evaluate({"self": to_cel(sub, value)})
-            except celpy.CELEvalError as exc:
+            except celpy.CELEvalError as exc:  # type: ignore[attr-defined]
                 result = exc
             if isinstance(result, celtypes.BoolType) and bool(result):
                 continue
             field = where + rule.field_path if rule.field_path else where
             message = rule.message
             if not isinstance(result, celtypes.BoolType):
-                message = f"{message} (evaluation error: {result})"
+                message = f"{message} (evaluation error: {result!s})"
             refusals.append(Refusal("cel", field, message))
     return refusals
 

@@ -1,0 +1,91 @@
+"""Declaring quotas (the Quota resource): create/update to match a spec, delete."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.ids import new_id
+from orbit_store.schema import quotas
+
+from .queues import ensure_namespace
+from .quota import WHOLE_NAMESPACE
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    name: str
+    queue: str = WHOLE_NAMESPACE
+    max_waiting: int | None = None
+    max_running: int | None = None
+    submit_rate_per_second: float | None = None
+    submit_burst: int | None = None
+
+
+def put_quota(
+    conn: sa.Connection,
+    namespace: str,
+    spec: QuotaSpec,
+    *,
+    source: str = "api",
+    spec_generation: int = 1,
+) -> bool:
+    """Create or update the quota to match ``spec``; True when anything changed. Changing the
+    rate resets its token bucket."""
+    now = db_now(conn)
+    ensure_namespace(conn, namespace, now)
+    values = {
+        "queue": spec.queue,
+        "max_waiting": spec.max_waiting,
+        "max_running": spec.max_running,
+        "submit_rate_per_second": spec.submit_rate_per_second,
+        "submit_burst": spec.submit_burst,
+        "source": source,
+        "spec_generation": spec_generation,
+    }
+    row = conn.execute(
+        sa.select(quotas)
+        .where(quotas.c.namespace == namespace, quotas.c.name == spec.name)
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        conn.execute(
+            quotas.insert().values(
+                id=new_id(),
+                namespace=namespace,
+                name=spec.name,
+                created_at=now,
+                updated_at=now,
+                **values,
+            )
+        )
+        return True
+    if all(getattr(row, key) == value for key, value in values.items()):
+        return False
+    reset = {}
+    if (row.submit_rate_per_second, row.submit_burst) != (
+        spec.submit_rate_per_second,
+        spec.submit_burst,
+    ):
+        reset = {"rate_tokens": None, "rate_refilled_at": None}
+    conn.execute(
+        quotas.update().where(quotas.c.id == row.id).values(updated_at=now, **values, **reset)
+    )
+    return True
+
+
+def delete_quota(conn: sa.Connection, namespace: str, name: str) -> bool:
+    deleted = conn.execute(
+        quotas.delete().where(quotas.c.namespace == namespace, quotas.c.name == name)
+    )
+    return deleted.rowcount == 1
+
+
+def list_quotas(conn: sa.Connection, namespace: str | None = None) -> list[tuple[str, str, str]]:
+    """(namespace, name, source) of every declared quota."""
+    query = sa.select(quotas.c.namespace, quotas.c.name, quotas.c.source)
+    if namespace is not None:
+        query = query.where(quotas.c.namespace == namespace)
+    return [(r.namespace, r.name, r.source) for r in conn.execute(query)]
