@@ -1,0 +1,135 @@
+"""`orbit apply -f`: the same manifests the operator reconciles, applied without a cluster."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from orbit.cli.main import app
+from orbit.reconcile.apply import apply_manifests
+from orbit.reconcile.manifests import ManifestError
+from orbit_store.credentials import authenticate
+from orbit_store.schema import credentials, queues, quotas
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "manifests"
+TOKEN = "orb_example_token_0123456789abcdef"
+runner = CliRunner()
+
+
+def secret(name: str, token: str, namespace: str = "shop") -> str:
+    return (
+        f"apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {namespace}}}\n"
+        f"stringData: {{token: {token}}}\n"
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    target = tmp_path / "manifests"
+    shutil.copytree(EXAMPLES, target)
+    (target / "secret.yaml").write_text(secret("checkout-worker-token", TOKEN))
+    return target
+
+
+def rows(engine: sa.Engine, table: sa.Table) -> list[sa.Row]:  # type: ignore[type-arg]
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(table).order_by(table.c.namespace, table.c.name)))
+
+
+def test_apply_creates_queue_quota_and_credential_rows(store: sa.Engine, folder: Path) -> None:
+    lines = apply_manifests(store, [folder])
+    assert {(line.ref, line.action) for line in lines} >= {
+        ("Queue/shop/checkout", "configured"),
+        ("Quota/shop/checkout-limits", "configured"),
+        ("Credential/shop/checkout-worker", "configured"),
+        ("WorkerPool/shop/checkout-workers", "skipped"),
+    }
+    [queue] = rows(store, queues)
+    assert (
+        queue.priority,
+        queue.max_attempts,
+        queue.lease_seconds,
+        queue.safety_default,
+        queue.deletion_policy,
+        queue.backoff_initial_ms,
+    ) == (-10, 5, 60, "unsafe", "Drain", 2000)
+    [quota] = rows(store, quotas)
+    assert quota.queue == "checkout"
+    [cred] = rows(store, credentials)
+    assert cred.token_hash != TOKEN and TOKEN not in repr(cred)
+    with store.connect() as conn:
+        assert authenticate(conn, TOKEN).namespace == "shop"  # type: ignore[union-attr]
+
+
+def test_applying_the_same_manifests_again_changes_nothing(store: sa.Engine, folder: Path) -> None:
+    apply_manifests(store, [folder])
+    again = apply_manifests(store, [folder])
+    assert {line.action for line in again if line.ref.startswith(("Queue", "Quota", "Cred"))} == {
+        "unchanged"
+    }
+
+
+def test_dry_run_reports_but_writes_nothing(store: sa.Engine, folder: Path) -> None:
+    lines = apply_manifests(store, [folder], dry_run=True)
+    assert any(line.action == "configured" for line in lines)
+    assert rows(store, queues) == [] and rows(store, credentials) == []
+
+
+def test_prune_removes_what_the_folder_no_longer_declares(store: sa.Engine, folder: Path) -> None:
+    apply_manifests(store, [folder])
+    (folder / "quota-default.yaml").unlink()
+    lines = apply_manifests(store, [folder], prune=True)
+    assert ("Quota/shop/checkout-limits", "pruned") in {(x.ref, x.action) for x in lines}
+    assert rows(store, quotas) == [] and len(rows(store, queues)) == 1
+
+
+def test_an_invalid_manifest_applies_nothing_and_names_file_object_and_field(
+    store: sa.Engine, folder: Path
+) -> None:
+    shutil.copy(ROOT / "tests/k8s/invalid/queue-max-backoff-below-initial.yaml", folder)
+    with pytest.raises(ManifestError) as error:
+        apply_manifests(store, [folder])
+    message = str(error.value)
+    assert "queue-max-backoff-below-initial.yaml" in message and "Queue shop/" in message
+    assert "spec.retry.backoff" in message
+    assert rows(store, queues) == [] and rows(store, quotas) == []
+
+
+def test_rotating_the_secret_rotates_the_token(store: sa.Engine, folder: Path) -> None:
+    apply_manifests(store, [folder])
+    new = "orb_rotated_token_fedcba9876543210"
+    (folder / "secret.yaml").write_text(secret("checkout-worker-token", new))
+    apply_manifests(store, [folder])
+    with store.connect() as conn:
+        assert authenticate(conn, TOKEN) is None
+        assert authenticate(conn, new) is not None
+
+
+def test_a_credential_whose_secret_is_missing_is_not_ready_and_accepts_no_token(
+    store: sa.Engine, folder: Path
+) -> None:
+    apply_manifests(store, [folder])
+    (folder / "secret.yaml").unlink()
+    lines = {x.ref: x for x in apply_manifests(store, [folder])}
+    assert lines["Credential/shop/checkout-worker"].action == "not ready"
+    assert "SecretNotFound" in lines["Credential/shop/checkout-worker"].detail
+    with store.connect() as conn:
+        assert authenticate(conn, TOKEN) is None
+
+
+def test_cli_apply_prints_each_object_and_exits_1_on_invalid(
+    any_empty_url: str, folder: Path
+) -> None:
+    assert runner.invoke(app, ["admin", "migrate", "--database-url", any_empty_url]).exit_code == 0
+    ok = runner.invoke(app, ["apply", "--database-url", any_empty_url, "-f", str(folder)])
+    assert ok.exit_code == 0, ok.output
+    assert "Queue/shop/checkout configured" in ok.output
+    bad = runner.invoke(
+        app, ["apply", "--database-url", any_empty_url, "-f", str(ROOT / "tests/k8s/invalid")]
+    )
+    assert bad.exit_code == 1 and "nothing was applied" in bad.output
