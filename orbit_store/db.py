@@ -55,7 +55,8 @@ def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
     engine = sa.create_engine(
         parsed.set(query=query),
         isolation_level="READ COMMITTED",
-        pool_pre_ping=True,
+        # No pre-ping: it costs a round trip per transaction. A connection found dead is
+        # invalidated and the transaction retried instead (run_transaction).
         pool_recycle=1800,
         **kwargs,
     )
@@ -119,10 +120,13 @@ def run_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
                 committing = True
             return result
         except sa.exc.DBAPIError as exc:
-            if committing and (
-                exc.connection_invalidated or _mysql_error_code(exc) in _CONNECTION_LOST
-            ):
+            lost = exc.connection_invalidated or _mysql_error_code(exc) in _CONNECTION_LOST
+            if committing and lost:
                 raise CommitOutcomeUnknown(str(exc.orig)) from exc
+            if lost and attempt < MAX_TRANSACTION_ATTEMPTS:
+                # Lost before COMMIT was sent: nothing was committed, so run it again.
+                log.info("transaction retry after lost connection", extra={"attempt": attempt})
+                continue
             if not _is_retryable(exc) or attempt == MAX_TRANSACTION_ATTEMPTS:
                 if _is_retryable(exc):
                     raise TransientStoreError(str(exc.orig)) from exc

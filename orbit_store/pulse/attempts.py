@@ -47,10 +47,12 @@ def finish_attempt(
     result: Any = None,
     error: Any = None,
     only_if_expired: bool = False,
+    holds_permit: bool = True,
 ) -> bool:
     """End a live attempt. Returns False when it was already finished (or, with
     ``only_if_expired``, when a renewal extended its lease meanwhile). Outcomes are never
-    overwritten: the WHERE clause only matches a live attempt."""
+    overwritten: the WHERE clause only matches a live attempt. ``holds_permit=False`` (the task
+    has no concurrency key) skips the permit release statement."""
     conditions = [
         task_attempts.c.id == attempt_id,
         task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
@@ -70,7 +72,8 @@ def finish_attempt(
         )
     )
     if updated.rowcount == 1:
-        release_permits(conn, attempt_id)
+        if holds_permit:
+            release_permits(conn, attempt_id)
         return True
     return False
 

@@ -69,7 +69,14 @@ def complete_attempt(
     if outcome is Outcome.RELEASED:
         if attempt.state != AttemptState.LEASED.value:
             raise InvalidRequest("only an attempt that has not started can be released")
-        finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason="released")
+        finish_attempt(
+            conn,
+            attempt_id,
+            AttemptOutcome.RELEASED,
+            now=now,
+            reason="released",
+            holds_permit=task.concurrency_key is not None,
+        )
         # The handler never ran: the attempt is handed back, not spent.
         transition(
             conn,
@@ -95,6 +102,7 @@ def complete_attempt(
         reason=reason,
         result=result,
         error=error,
+        holds_permit=task.concurrency_key is not None,
     )
     if to_state is TaskState.SUCCEEDED:
         extra["result"], extra["error"] = result, None  # an earlier attempt's error is history

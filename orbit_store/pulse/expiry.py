@@ -70,6 +70,7 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> TaskState | Non
         now=now,
         reason="lease lapsed",
         only_if_expired=True,
+        holds_permit=task.concurrency_key is not None,
     ):
         return None
     retry_at = next_retry_at(task, now)

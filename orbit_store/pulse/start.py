@@ -49,7 +49,12 @@ def start_attempt(
         return StartResult(False, StartRefusal.LEASE_EXPIRED)
     if task.cancel_requested:
         finish_attempt(
-            conn, attempt_id, AttemptOutcome.CANCELLED, now=now, reason="cancel requested"
+            conn,
+            attempt_id,
+            AttemptOutcome.CANCELLED,
+            now=now,
+            reason="cancel requested",
+            holds_permit=task.concurrency_key is not None,
         )
         transition(
             conn,
@@ -63,7 +68,14 @@ def start_attempt(
     if task.gate_id is not None and not _gate_open(conn, task.gate_id):
         # Hand the task back at once (not spent: the handler never ran) rather than letting
         # the lease run out.
-        finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason="gate closed")
+        finish_attempt(
+            conn,
+            attempt_id,
+            AttemptOutcome.RELEASED,
+            now=now,
+            reason="gate closed",
+            holds_permit=task.concurrency_key is not None,
+        )
         transition(
             conn,
             task,
