@@ -38,7 +38,12 @@ def _utc_now_sqlite(element: Any, compiler: Any, **kw: Any) -> str:
 
 def db_now(conn: sa.Connection) -> dt.datetime:
     """Read the database's current UTC time (naive, microseconds), plus any test clock skew."""
-    value = conn.execute(sa.select(utc_now())).scalar_one()
+    return as_db_time(conn, conn.execute(sa.select(utc_now())).scalar_one())
+
+
+def as_db_time(conn: sa.Connection, value: dt.datetime | str) -> dt.datetime:
+    """A ``utc_now()`` value selected alongside other columns (saving a round trip), as the
+    transaction's notion of now."""
     if isinstance(value, str):  # SQLite returns text for an untyped expression
         value = dt.datetime.fromisoformat(value)
     skew = conn.get_execution_options().get(CLOCK_SKEW_OPTION, 0)

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
+from orbit_store.clock import as_db_time, utc_now
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id, new_secret
 from orbit_store.schema import (
@@ -25,6 +25,7 @@ from orbit_store.schema import (
     concurrency_permits,
     execution_gates,
     queues,
+    quotas,
     task_attempts,
     task_events,
     tasks,
@@ -56,13 +57,13 @@ def claim_tasks(
         queues_ = session_queues if queues_ is None else queues_
     if not queues_:
         raise InvalidRequest("name at least one queue to claim from")
-    now = db_now(conn)
+    claimable, has_running_quota, now = _claimable_queues(conn, namespace, queues_)
     grants: list[LeaseGrant] = []
-    for queue in _claimable_queues(conn, namespace, queues_):
+    for queue in claimable:
         room = limit - len(grants)
         if room <= 0:
             break
-        capacity = quota.running_capacity(conn, namespace, queue)
+        capacity = quota.running_capacity(conn, namespace, queue) if has_running_quota else None
         if capacity is not None:
             room = min(room, capacity)
         if room > 0:
@@ -88,14 +89,33 @@ def _require_active_session(conn: sa.Connection, namespace: str, session_id: str
     return list(row.queues)
 
 
-def _claimable_queues(conn: sa.Connection, namespace: str, names: list[str]) -> list[str]:
-    """Declared (or implicit default), unpaused queues, ordered by queue priority then name."""
+def _claimable_queues(
+    conn: sa.Connection, namespace: str, names: list[str]
+) -> tuple[list[str], bool, dt.datetime]:
+    """Declared (or implicit default), unpaused queues in queue-priority order, whether any
+    max-running quota exists in the namespace, and the database time — in one round trip
+    (a one-row derived table outer-joined to the queues, so it answers even with none)."""
+    running_quotas = (
+        sa.select(sa.func.count())
+        .where(quotas.c.namespace == namespace, quotas.c.max_running.is_not(None))
+        .scalar_subquery()
+    )
+    one = sa.select(sa.literal(1).label("one")).subquery("one")
     rows = conn.execute(
-        sa.select(queues.c.name, queues.c.paused, queues.c.priority).where(
-            queues.c.namespace == namespace, queues.c.name.in_(names)
+        sa.select(
+            utc_now().label("db_now"),
+            running_quotas.label("running_quotas"),
+            queues.c.name,
+            queues.c.paused,
+            queues.c.priority,
+        ).select_from(
+            one.outerjoin(
+                queues, sa.and_(queues.c.namespace == namespace, queues.c.name.in_(names))
+            )
         )
     ).all()
-    declared = {row.name: row for row in rows}
+    now = as_db_time(conn, rows[0].db_now)
+    declared = {row.name: row for row in rows if row.name is not None}
     ordered = []
     for name in sorted(set(names)):
         row = declared.get(name)
@@ -104,7 +124,7 @@ def _claimable_queues(conn: sa.Connection, namespace: str, names: list[str]) -> 
                 ordered.append((0, name))
         elif not row.paused:
             ordered.append((row.priority, name))
-    return [name for _, name in sorted(ordered)]
+    return [name for _, name in sorted(ordered)], rows[0].running_quotas > 0, now
 
 
 def _claim_from_queue(

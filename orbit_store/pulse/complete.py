@@ -14,21 +14,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
 from orbit_store.errors import InvalidRequest
 from orbit_store.schema import task_attempts
 
 from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
 from .model import (
     AttemptOutcome,
-    AttemptState,
     CompletionResult,
     CompletionStatus,
     Outcome,
     RetryPolicy,
     TaskState,
 )
-from .transitions import lock_task, transition
+from .transitions import lock_task_now, transition
 
 _ATTEMPT_OUTCOME = {
     Outcome.SUCCEEDED: AttemptOutcome.SUCCEEDED,
@@ -56,18 +54,19 @@ def complete_attempt(
         return CompletionResult(CompletionStatus.NOT_FOUND, None, "no such attempt here")
     if not token_matches(token, found.token_hash):
         return CompletionResult(CompletionStatus.REFUSED, None, "wrong attempt token")
-    task = lock_task(conn, namespace, found.task_id)
-    attempt = lock_attempt(conn, attempt_id)
-    assert task is not None and attempt is not None
-    now = db_now(conn)
+    task, now = lock_task_now(conn, namespace, found.task_id)
+    assert task is not None
     state = TaskState(task.state)
-    if attempt.state == AttemptState.FINISHED.value or task.current_attempt_id != attempt_id:
+    if task.current_attempt_id != attempt_id:
+        attempt = lock_attempt(conn, attempt_id)  # rare path: read its final outcome
+        assert attempt is not None
         if attempt.outcome == _ATTEMPT_OUTCOME[outcome].value:
             return CompletionResult(CompletionStatus.DUPLICATE, state, "already recorded")
         _keep_as_evidence(conn, attempt_id, outcome, result, error, now)
         return CompletionResult(CompletionStatus.SUPERSEDED, state, "attempt is no longer current")
+    # Under the task lock a current attempt is in the task's state (LEASED or RUNNING).
     if outcome is Outcome.RELEASED:
-        if attempt.state != AttemptState.LEASED.value:
+        if state is not TaskState.LEASED:
             raise InvalidRequest("only an attempt that has not started can be released")
         finish_attempt(
             conn,
@@ -89,7 +88,7 @@ def complete_attempt(
             attempts_used=task.attempts_used - 1,
         )
         return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING, queue=task.queue)
-    if attempt.state != AttemptState.RUNNING.value:
+    if state is not TaskState.RUNNING:
         raise InvalidRequest("start the attempt before reporting its outcome (or release it)")
     if outcome is Outcome.CANCELLED and not task.cancel_requested:
         raise InvalidRequest("'cancelled' is only a valid outcome after a cancel request")

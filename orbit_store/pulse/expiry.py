@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.schema import task_attempts, tasks
 
-from .attempts import LIVE_ATTEMPT_STATES, finish_attempt, lock_attempt
+from .attempts import LIVE_ATTEMPT_STATES, finish_attempt
 from .complete import next_retry_at
-from .model import AttemptOutcome, AttemptState, Safety, TaskState
-from .transitions import lock_task, transition
+from .model import AttemptOutcome, Safety, TaskState
+from .transitions import lock_task, lock_task_now, transition
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,11 @@ def find_lapsed_attempts(
 
 def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> TaskState | None:
     """Apply the lapse rules to one attempt; None when it was renewed or finished meanwhile."""
-    task = lock_task(conn, lapsed.namespace, lapsed.task_id)
-    attempt = lock_attempt(conn, lapsed.attempt_id)
-    if task is None or attempt is None or task.current_attempt_id != lapsed.attempt_id:
+    task, now = lock_task_now(conn, lapsed.namespace, lapsed.task_id)
+    if task is None or task.current_attempt_id != lapsed.attempt_id:
         return None
-    now = db_now(conn)
-    was_running = attempt.state == AttemptState.RUNNING.value
+    # Under the task lock the current attempt is in the task's state.
+    was_running = task.state == TaskState.RUNNING.value
     if not finish_attempt(
         conn,
         lapsed.attempt_id,

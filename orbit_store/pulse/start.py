@@ -11,12 +11,11 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
 from orbit_store.schema import execution_gates, task_attempts
 
-from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
+from .attempts import find_attempt, finish_attempt, token_matches
 from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
-from .transitions import lock_task, transition
+from .transitions import lock_task_now, transition
 
 
 def start_attempt(
@@ -37,16 +36,14 @@ def start_attempt(
         return StartResult(False, StartRefusal.NOT_FOUND)
     if not token_matches(token, found.token_hash):
         return StartResult(False, StartRefusal.INVALID_TOKEN)
-    task = lock_task(conn, namespace, found.task_id)
-    attempt = lock_attempt(conn, attempt_id)
-    assert task is not None and attempt is not None
-    now = db_now(conn)
-    if attempt.state == AttemptState.RUNNING.value and task.current_attempt_id == attempt_id:
-        return StartResult(True, lease_expires_at=attempt.lease_expires_at, already_started=True)
-    if attempt.state != AttemptState.LEASED.value or task.current_attempt_id != attempt_id:
+    task, now = lock_task_now(conn, namespace, found.task_id)
+    assert task is not None
+    if task.current_attempt_id != attempt_id:
         return StartResult(False, StartRefusal.STALE_ATTEMPT)
-    if attempt.lease_expires_at <= now:
-        return StartResult(False, StartRefusal.LEASE_EXPIRED)
+    # Under the task lock a current attempt is in the task's state: every path that ends or
+    # starts an attempt holds that lock, so the attempt row need not be read again.
+    if task.state == TaskState.RUNNING.value:
+        return StartResult(True, lease_expires_at=found.lease_expires_at, already_started=True)
     if task.cancel_requested:
         finish_attempt(
             conn,
@@ -102,8 +99,8 @@ def start_attempt(
             lease_expires_at=expires,
         )
     )
-    if updated.rowcount != 1:
-        return StartResult(False, StartRefusal.STALE_ATTEMPT)
+    if updated.rowcount != 1:  # current and LEASED, so only its lease can have run out
+        return StartResult(False, StartRefusal.LEASE_EXPIRED)
     safety = Safety.UNSAFE if Safety.UNSAFE in (handler_safety, task.safety) else Safety.SAFE
     transition(
         conn,

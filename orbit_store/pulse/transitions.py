@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 
@@ -27,6 +28,20 @@ def lock_task(conn: sa.Connection, namespace: str, task_id: str) -> sa.Row[Any] 
         .with_for_update()
     )
     return conn.execute(query).one_or_none()
+
+
+def lock_task_now(
+    conn: sa.Connection, namespace: str, task_id: str
+) -> tuple[sa.Row[Any] | None, dt.datetime]:
+    """Lock the task row and read the database time in the same round trip."""
+    query = (
+        sa.select(tasks, utc_now().label("db_now"))
+        .where(tasks.c.id == task_id, tasks.c.namespace == namespace)
+        .with_for_update()
+    )
+    row = conn.execute(query).one_or_none()
+    now = as_db_time(conn, row.db_now) if row is not None else db_now(conn)
+    return row, now
 
 
 def transition(
