@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections.abc import MutableMapping
 from typing import Any
 
 from .models import Lease
@@ -37,7 +38,7 @@ class TaskContext:
         self._lost = threading.Event()
         self._stop = threading.Event()  # either of the two: what wait_for_cancel waits on
         #: Adds the task and attempt ids to every record a handler logs through it.
-        self.log = logging.LoggerAdapter(
+        self.log = _TaskLogger(
             log, {"orbit_task_id": self.task_id, "orbit_attempt_id": self.attempt_id}
         )
 
@@ -94,3 +95,13 @@ class TaskContext:
             "orbit_handler": self.handler,
             "orbit_generation": self.generation,
         }
+
+
+class _TaskLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Adds the task and attempt ids and keeps the caller's own ``extra=`` fields too."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs

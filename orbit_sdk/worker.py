@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -84,7 +85,8 @@ class Worker:
         self.namespace = namespace
         self.queues = list(queues)
         self.concurrency = concurrency
-        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        # Unique per Worker object: a re-registering name closes that name's older sessions.
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.heartbeat_interval = heartbeat_interval
         self.lease_wait_seconds = lease_wait_seconds
         self.drain_timeout = drain_timeout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -96,6 +97,15 @@ def install(app: FastAPI) -> None:
             exc.status_code, "validation" if exc.status_code < 500 else "internal"
         )
         return problem(exc.status_code, slug, str(exc.detail), request)
+
+    @app.exception_handler(sa.exc.OperationalError)
+    @app.exception_handler(sa.exc.TimeoutError)
+    async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning(
+            "database unavailable",
+            extra={"path": request.url.path, "error": exc.__class__.__name__},
+        )
+        return problem(503, "unavailable", "the database is unavailable; retry shortly", request)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

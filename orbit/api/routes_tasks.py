@@ -6,6 +6,7 @@ import base64
 import binascii
 import datetime as dt
 import functools
+import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
@@ -156,7 +157,9 @@ def _decode_token(token: str | None) -> str | None:
     if token is None:
         return None
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        decoded = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
+        uuid.UUID(decoded)
+        return decoded
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         raise ApiProblem(422, "validation", "page_token is not one this API issued") from exc
 

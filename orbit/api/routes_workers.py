@@ -266,7 +266,7 @@ def complete(
         raise ApiProblem(
             409,
             "stale-attempt",
-            f"attempt {attempt_id} was superseded; the report is kept as evidence",
+            f"attempt {attempt_id}: {result.reason}; the report is kept as evidence, not applied",
         )
     state = result.task_state
     if result.status is CompletionStatus.APPLIED and state in OUTCOME_TASK_STATES:

@@ -21,9 +21,13 @@ DatabaseUrl = Annotated[
 ]
 
 
-def store_engine(database_url: str) -> sa.Engine:
-    """An engine on a database whose schema matches this code, or a clear exit."""
-    engine = open_engine(database_url, warn_durability=False)
+def store_engine(database_url: str, *, warn_durability: bool = False) -> sa.Engine:
+    """An engine on a reachable database whose schema matches this code, or a clear exit 2."""
+    try:
+        engine = open_engine(database_url, warn_durability=warn_durability)
+    except sa.exc.OperationalError as exc:
+        typer.echo(f"error: cannot reach the database: {exc.orig}", err=True)
+        raise typer.Exit(2) from exc
     try:
         require_current_schema(engine)
     except (SchemaOutOfDate, sa.exc.OperationalError) as exc:

@@ -9,10 +9,8 @@ import uvicorn
 
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
-from orbit.database import open_engine, require_current_schema
-from orbit_store.errors import SchemaOutOfDate
 
-from .options import DatabaseUrl
+from .options import DatabaseUrl, store_engine
 
 
 def server(
@@ -34,12 +32,7 @@ def server(
     ] = 10.0,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
-    engine = open_engine(database_url)
-    try:
-        require_current_schema(engine)
-    except SchemaOutOfDate as exc:
-        typer.echo(f"orbit server: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    engine = store_engine(database_url, warn_durability=True)
     settings = ServerSettings(
         database_url=database_url,
         host=host,

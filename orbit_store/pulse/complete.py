@@ -63,7 +63,12 @@ def complete_attempt(
         if attempt.outcome == _ATTEMPT_OUTCOME[outcome].value:
             return CompletionResult(CompletionStatus.DUPLICATE, state, "already recorded")
         _keep_as_evidence(conn, attempt_id, outcome, result, error, now)
-        return CompletionResult(CompletionStatus.SUPERSEDED, state, "attempt is no longer current")
+        why = (
+            f"attempt already finished as {attempt.outcome}"
+            if attempt.outcome
+            else "attempt is no longer current"
+        )
+        return CompletionResult(CompletionStatus.SUPERSEDED, state, why)
     # Under the task lock a current attempt is in the task's state (LEASED or RUNNING).
     if outcome is Outcome.RELEASED:
         if state is not TaskState.LEASED:

@@ -111,13 +111,19 @@ def _lock(conn: sa.Connection, namespace: str, session_id: str) -> sa.Row[Any]:
 
 
 def renew_session(
-    conn: sa.Connection, *, namespace: str, session_id: str, ttl_seconds: int = 60
+    conn: sa.Connection, *, namespace: str, session_id: str, ttl_seconds: int | None = None
 ) -> WorkerSession:
+    """Extend the session by its own TTL (the one it registered with) unless told otherwise."""
     row = _lock(conn, namespace, session_id)
     if row.state not in LIVE:
         raise Conflict(f"worker session {session_id} is {row.state}; register a new one")
     now = db_now(conn)
-    expires = now + dt.timedelta(seconds=ttl_seconds)
+    ttl = (
+        row.expires_at - row.renewed_at
+        if ttl_seconds is None
+        else dt.timedelta(seconds=ttl_seconds)
+    )
+    expires = now + ttl
     conn.execute(
         worker_sessions.update()
         .where(worker_sessions.c.id == session_id)
@@ -134,6 +140,9 @@ def drain_session(conn: sa.Connection, *, namespace: str, session_id: str) -> Wo
             worker_sessions.update()
             .where(worker_sessions.c.id == session_id)
             .values(state="DRAINING")
+        )
+        return WorkerSession(
+            row.id, row.namespace, row.worker_name, row.generation, "DRAINING", row.expires_at
         )
     return _view(row)
 

@@ -132,3 +132,13 @@ def test_probes_and_metrics(server: Server) -> None:
     assert httpx.get(f"{server.url}/readyz").status_code == 200
     metrics = httpx.get(f"{server.url}/metrics").text
     assert "orbit_tasks_submitted_total" in metrics and "orbit_queue_tasks" in metrics
+
+
+@pytest.mark.parametrize("token", ["%%%", "bm90LWEtdXVpZA", "!!"])
+def test_a_page_token_the_api_did_not_issue_is_a_422(tenant: Tenant, token: str) -> None:
+    r = httpx.get(
+        f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks",
+        params={"page_token": token},
+        headers=tenant.headers,
+    )
+    assert r.status_code == 422 and r.json()["type"].endswith("/validation")
