@@ -17,6 +17,8 @@ from rich.console import Console
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
 from orbit.database import open_engine
+from orbit.reconcile.apply import apply_manifests
+from orbit.reconcile.manifests import ManifestError
 from orbit_store import migrate
 from orbit_store.credentials import Role, authenticate, create_token
 from orbit_store.db import run_transaction
@@ -59,6 +61,10 @@ def dev(
     namespace: Annotated[
         str, typer.Option("--namespace", "-n", help="Namespace of the development token.")
     ] = "dev",
+    manifests: Annotated[
+        list[Path] | None,
+        typer.Option("--manifests", "-m", help="Apply these manifest files/folders at start."),
+    ] = None,
     worker: Annotated[
         list[str] | None,
         typer.Option(
@@ -74,6 +80,14 @@ def dev(
     engine = open_engine(f"sqlite:///{db}")
     report = migrate.upgrade(engine)
     token = ensure_dev_token(engine, namespace, db.with_name(db.stem + "-token"))
+    if manifests:
+        try:
+            lines = apply_manifests(engine, manifests, default_namespace=namespace)
+        except ManifestError as exc:
+            out.print(f"orbit dev: manifests not applied:\n{exc}", markup=False)
+            raise typer.Exit(1) from exc
+        for line in lines:
+            out.print(f"  {line.ref} {line.action}", markup=False)
     server = f"http://{host}:{port}"
     out.print(f"orbit dev: state in {db} (schema {report.after}); serving {server}")
     out.print("use it from another shell with:")

@@ -89,3 +89,38 @@ def _ready(server: str, process: subprocess.Popen[bytes]) -> bool:
         return httpx.get(f"{server}/readyz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_dev_applies_manifests_from_a_folder_at_start(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    port = free_port()
+    db = tmp_path / "dev.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    dev = subprocess.Popen(
+        [
+            ORBIT,
+            "dev",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--manifests",
+            str(ROOT / "examples" / "manifests"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: _ready(f"http://127.0.0.1:{port}", dev), timeout=30)
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        dev.wait(30)
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        names = conn.exec_driver_sql("SELECT namespace, name FROM queues").all()
+    engine.dispose()
+    assert [tuple(r) for r in names] == [("shop", "checkout")]
+    assert "Queue/shop/checkout configured" in (dev.stderr.read().decode() if dev.stderr else "")
