@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.ids import new_id
+from orbit_store.declared import upsert_declared
 from orbit_store.schema import namespaces, queues, tasks
 
 from .model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety, TaskState
@@ -79,27 +79,7 @@ def put_queue(
         "source": source,
         "spec_generation": spec_generation,
     }
-    row = conn.execute(
-        sa.select(queues)
-        .where(queues.c.namespace == namespace, queues.c.name == policy.name)
-        .with_for_update()
-    ).one_or_none()
-    if row is None:
-        conn.execute(
-            queues.insert().values(
-                id=new_id(),
-                namespace=namespace,
-                name=policy.name,
-                created_at=now,
-                updated_at=now,
-                **values,
-            )
-        )
-        return True
-    if all(getattr(row, key) == value for key, value in values.items()):
-        return False
-    conn.execute(queues.update().where(queues.c.id == row.id).values(updated_at=now, **values))
-    return True
+    return upsert_declared(conn, queues, namespace, policy.name, values, now)
 
 
 UNFINISHED_STATES = (

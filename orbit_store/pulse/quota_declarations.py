@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.ids import new_id
+from orbit_store.declared import lock_declared, upsert_declared
 from orbit_store.schema import quotas
 
 from .queues import ensure_namespace
@@ -45,35 +45,14 @@ def put_quota(
         "source": source,
         "spec_generation": spec_generation,
     }
-    row = conn.execute(
-        sa.select(quotas)
-        .where(quotas.c.namespace == namespace, quotas.c.name == spec.name)
-        .with_for_update()
-    ).one_or_none()
-    if row is None:
-        conn.execute(
-            quotas.insert().values(
-                id=new_id(),
-                namespace=namespace,
-                name=spec.name,
-                created_at=now,
-                updated_at=now,
-                **values,
-            )
-        )
-        return True
-    if all(getattr(row, key) == value for key, value in values.items()):
-        return False
-    reset = {}
-    if (row.submit_rate_per_second, row.submit_burst) != (
+    row = lock_declared(conn, quotas, namespace, spec.name)
+    rate_changed = row is not None and (row.submit_rate_per_second, row.submit_burst) != (
         spec.submit_rate_per_second,
         spec.submit_burst,
-    ):
-        reset = {"rate_tokens": None, "rate_refilled_at": None}
-    conn.execute(
-        quotas.update().where(quotas.c.id == row.id).values(updated_at=now, **values, **reset)
     )
-    return True
+    # A new rate starts with a full token bucket.
+    reset = {"rate_tokens": None, "rate_refilled_at": None} if rate_changed else None
+    return upsert_declared(conn, quotas, namespace, spec.name, values, now, on_update=reset)
 
 
 def delete_quota(conn: sa.Connection, namespace: str, name: str) -> bool:
