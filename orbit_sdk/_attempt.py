@@ -88,6 +88,7 @@ class AttemptRunner:
             elif report is None:
                 log.info("task %s: stopped after losing its lease", ctx.task_id, extra=_x(ctx))
             else:
+                attempt.reporting = True
                 self.report(attempt, report)
         except Exception:
             log.exception("attempt %s failed inside the worker", ctx.attempt_id, extra=_x(ctx))

@@ -20,6 +20,8 @@ class LiveAttempt:
     started: bool = False
     #: Set at shutdown when the drain timed out: the worker no longer reports for it.
     abandoned: bool = False
+    #: The handler returned and its outcome is being reported: the report's answer decides.
+    reporting: bool = False
     received_at: float = field(default_factory=time.monotonic)
 
 
@@ -81,7 +83,8 @@ class LiveSet:
             if attempt is None:
                 continue  # finished meanwhile
             if result.status == HeartbeatStatus.LOST:
-                attempt.ctx._mark_lease_lost(result.reason)
+                if not attempt.reporting:  # a beat racing our own completion is no news
+                    attempt.ctx._mark_lease_lost(result.reason)
                 continue
             attempt.ctx._extend(result.lease_expires_at)
             if result.status == HeartbeatStatus.CANCEL_REQUESTED:

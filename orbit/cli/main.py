@@ -9,7 +9,7 @@ import typer
 from orbit import __version__
 from orbit.logs import configure_logging
 
-from . import admin, apply, dev, server, tasks, worker
+from . import admin, apply, dev, operator, server, tasks, worker
 
 app = typer.Typer(
     name="orbit",
@@ -22,6 +22,7 @@ app.add_typer(admin.app, name="admin")
 app.command("dev")(dev.dev)
 app.command("apply")(apply.apply)
 app.command("server")(server.server)
+app.command("operator")(operator.operator)
 app.command("worker")(worker.worker)
 app.add_typer(tasks.app, name="task")
 

@@ -1,0 +1,456 @@
+"""End-to-end throughput and dispatch latency of a real `orbit server` + `orbit worker`s, beside the
+same task lifecycle written as plain PyMySQL (the raw-SQL ceiling), measured in the same run.
+
+For each total of worker slots (1 = one process with 1 slot, 4 = 2+2, 16 = 8+8): submit N tasks
+over HTTP (SDK ``Client.submit``, several threads), start the workers, wait until all are SUCCEEDED
+("pre-submitted"); then submit N more while the workers run ("live"). Drain time comes from the
+database's own timestamps (first lease -> last finish), so worker start-up is not counted.
+Dispatch latency: idle long-polling workers, one task at a time; available_at -> leased/started.
+Raw: scratch tables made with CREATE TABLE ... LIKE, as many processes as slots, READ COMMITTED.
+Usage: ``.venv/bin/python bench/e2e.py [--quick] [--keep]`` (see --help).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pymysql
+from sqlalchemy.engine import make_url
+
+from orbit_sdk import Client
+from orbit_store.ids import new_id
+
+ROOT = Path(__file__).resolve().parents[1]
+ORBIT = str(Path(sys.executable).with_name("orbit"))
+DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench_e2e"
+PLANS = {1: (1,), 4: (2, 2), 16: (8, 8)}  # total slots -> concurrency of each worker process
+NS = "bench"
+PEERS = (
+    "pgqueuer 1.6 (batch 10), durable PostgreSQL 15, 2 worker processes: ~1.3k jobs/s end to end "
+    "(4.6k/s drain)",
+    "procrastinate 3.10, same set-up: ~280 jobs/s end to end",
+    "Orbit-style SQL on durable MariaDB, no framework: 638 tasks/s (claim 1), 973 (claim 10)",
+)
+NOW = "UTC_TIMESTAMP(6)"
+RAW_SQL = {
+    "submit": "INSERT INTO raw_tasks (id, namespace, queue, handler, params, state, state_version, "
+    "priority, available_at, created_at, updated_at, max_attempts, attempts_used, "
+    "backoff_initial_ms, backoff_max_ms, backoff_multiplier, lease_seconds, safety, "
+    "concurrency_limit, cancel_requested, submitted_by) VALUES (%s, %s, 'default', 'bench.noop', "
+    f"%s, 'WAITING', 1, 0, {NOW}, {NOW}, {NOW}, 3, 0, 1000, 300000, 2.0, 300, 'safe', 1, 0, 'b')",
+    "event": "INSERT INTO raw_task_events (id, task_id, namespace, state_version, from_state, "
+    f"to_state, reason, attempt_id, at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {NOW})",
+    "pick": "SELECT id, state_version, lease_seconds FROM raw_tasks WHERE namespace = %s AND "
+    f"queue = 'default' AND state = 'WAITING' AND available_at <= {NOW} "
+    "ORDER BY priority, available_at LIMIT 1 FOR UPDATE SKIP LOCKED",
+    "lease_task": "UPDATE raw_tasks SET state = 'LEASED', state_version = state_version + 1, "
+    f"attempts_used = attempts_used + 1, current_attempt_id = %s, updated_at = {NOW} "
+    "WHERE id = %s AND state = 'WAITING'",
+    "attempt": "INSERT INTO raw_task_attempts (id, task_id, namespace, generation, token_hash, "
+    f"state, leased_at, lease_expires_at) VALUES (%s, %s, %s, %s, %s, 'LEASED', {NOW}, "
+    f"{NOW} + INTERVAL %s SECOND)",
+    "start_attempt": f"UPDATE raw_task_attempts SET state = 'RUNNING', started_at = {NOW}, "
+    f"heartbeat_at = {NOW} WHERE id = %s AND token_hash = %s AND state = 'LEASED' "
+    f"AND lease_expires_at > {NOW}",
+    "start_task": f"UPDATE raw_tasks SET state = 'RUNNING', state_version = %s, updated_at = {NOW} "
+    "WHERE id = %s AND state = 'LEASED' AND state_version = %s",
+    "finish_attempt": f"UPDATE raw_task_attempts SET state = 'FINISHED', finished_at = {NOW}, "
+    "outcome = 'SUCCEEDED', outcome_reason = 'succeeded', result = 'null' "
+    "WHERE id = %s AND token_hash = %s AND state = 'RUNNING'",
+    "finish_task": f"UPDATE raw_tasks SET state = 'SUCCEEDED', state_version = %s, updated_at = "
+    f"{NOW}, finished_at = {NOW}, current_attempt_id = NULL, result = 'null' "
+    "WHERE id = %s AND state = 'RUNNING' AND state_version = %s",
+}
+
+
+def say(*parts: str) -> None:
+    print("".join(parts), flush=True)
+
+
+def connect(url: str, database: str | None = None, autocommit: bool = False) -> Any:
+    args = make_url(url).translate_connect_args(username="user") | {"database": database}
+    conn = pymysql.connect(**args, charset="utf8mb4", autocommit=autocommit)
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        cur.execute("SET time_zone = '+00:00', innodb_lock_wait_timeout = 10")
+    return conn
+
+
+# --- the raw-SQL ceiling, in pool processes ------------------------------------------------------
+_CONN: Any = None
+_RETRIES = [0]
+
+
+def raw_warm(url: str) -> None:
+    global _CONN
+    if _CONN is None:
+        _CONN = connect(url, make_url(url).database)
+    time.sleep(0.5)  # so that every pool process takes one warm-up item
+
+
+def _tx(work: Any, *args: Any) -> Any:
+    while True:
+        try:
+            with _CONN.cursor() as cur:
+                result = work(cur, *args)
+            _CONN.commit()
+            return result
+        except pymysql.err.OperationalError as exc:
+            _CONN.rollback()
+            if exc.args[0] not in (1213, 1205):
+                raise
+            _RETRIES[0] += 1
+
+
+def _run(cur: Any, name: str, *params: Any, one: bool = True) -> None:
+    if cur.execute(RAW_SQL[name], params) != 1 and one:
+        raise RuntimeError(f"expected one row: {RAW_SQL[name]}")
+
+
+def _event(cur: Any, ns: str, task_id: str, version: int, move: str, attempt: Any) -> None:
+    from_state, to_state, reason = move.split()
+    _run(cur, "event", new_id(), task_id, ns, version, from_state, to_state, reason, attempt)
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _submit(cur: Any, ns: str, i: int) -> None:
+    task_id = new_id()
+    _run(cur, "submit", task_id, ns, f'{{"i": {i}}}')
+    _run(cur, "event", new_id(), task_id, ns, 1, None, "WAITING", "submitted", None)
+
+
+def _claim(cur: Any, ns: str) -> Any:
+    _run(cur, "pick", ns, one=False)
+    if (row := cur.fetchone()) is None:
+        return None
+    (task_id, version, lease), attempt_id, token = row, new_id(), secrets.token_urlsafe(32)
+    _run(cur, "lease_task", attempt_id, task_id)
+    _run(cur, "attempt", attempt_id, task_id, ns, version + 1, _hash(token), lease)
+    _event(cur, ns, task_id, version + 1, "WAITING LEASED claimed", attempt_id)
+    return task_id, attempt_id, token, version + 1
+
+
+def _start(cur: Any, ns: str, task_id: str, attempt_id: str, token: str, version: int) -> None:
+    _run(cur, "start_attempt", attempt_id, _hash(token))
+    _run(cur, "start_task", version + 1, task_id, version)
+    _event(cur, ns, task_id, version + 1, "LEASED RUNNING started", attempt_id)
+
+
+def _complete(cur: Any, ns: str, task_id: str, attempt_id: str, token: str, version: int) -> None:
+    _run(cur, "finish_attempt", attempt_id, _hash(token))
+    _run(cur, "finish_task", version + 2, task_id, version + 1)
+    _event(cur, ns, task_id, version + 2, "RUNNING SUCCEEDED succeeded", attempt_id)
+
+
+def raw_part(url: str, ns: str, start_at: float, numbers: range | None) -> tuple[int, float, int]:
+    """Submit ``numbers`` (one transaction each), or drain: claim, start, complete until empty."""
+    raw_warm(url)
+    _RETRIES[0], done = 0, 0
+    time.sleep(max(start_at - time.time(), 0))
+    for i in numbers or ():
+        _tx(_submit, ns, i)
+    while numbers is None and (grant := _tx(_claim, ns)) is not None:
+        _tx(_start, ns, *grant)
+        _tx(_complete, ns, *grant)
+        done += 1
+    return done, time.time(), _RETRIES[0]
+
+
+def raw_cell(pool: Any, url: str, slots: int, n: int, submitters: int) -> dict[str, float]:
+    ns, start_at = f"raw-{slots}", time.time() + 1.0
+    shares = [(url, ns, start_at, range(k, n, submitters)) for k in range(submitters)]
+    submit_s = max(p[1] for p in pool.starmap(raw_part, shares, chunksize=1)) - start_at
+    start_at = time.time() + 1.0
+    parts = pool.starmap(raw_part, [(url, ns, start_at, None)] * slots, chunksize=1)
+    drain_s = max(p[1] for p in parts) - start_at
+    if sum(p[0] for p in parts) != n:
+        raise RuntimeError(f"raw drain finished {sum(p[0] for p in parts)} of {n} tasks")
+    out = {"submit": n / submit_s, "drain": n / drain_s, "e2e": n / (submit_s + drain_s)}
+    return out | {"retries": sum(p[2] for p in parts)}
+
+
+# --- Orbit through its real interfaces -----------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, logs: Path) -> None:
+        self.args, self.logs, self.url, self.expected = args, logs, args.database_url, 0
+        self.procs: list[subprocess.Popen[bytes]] = []  # every process started, for the cleanup
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.db = connect(self.url, make_url(self.url).database, autocommit=True)
+
+    def orbit(self, *argv: str) -> str:
+        cmd = [ORBIT, *argv, "--database-url", self.url]
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+
+    def spawn(self, argv: list[str], log: str, **env: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ORBIT_LOG_LEVEL": self.args.log_level, **env}
+        with (self.logs / log).open("ab") as out:  # own session: Ctrl-C reaches only us
+            kw: Any = {"stdout": out, "stderr": subprocess.STDOUT, "start_new_session": True}
+            proc = subprocess.Popen([ORBIT, *argv], env=env, cwd=ROOT, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def start_server(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.base = f"http://127.0.0.1:{port}"
+        argv = ["server", "--port", str(port)]
+        self.server = self.spawn(argv, "server.log", ORBIT_DATABASE_URL=self.url)
+        for _ in range(300):
+            self.check_alive()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("orbit server not ready after 30s")
+
+    def check_alive(self) -> None:
+        for proc in [self.server, *self.workers]:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args} exited with {proc.returncode}; see {self.logs}")
+
+    def query(self, sql: str, *params: Any) -> Any:
+        with self.db.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    def start_workers(self, slots: int) -> None:
+        for k, concurrency in enumerate(PLANS[slots]):
+            env = {"ORBIT_SERVER": self.base, "ORBIT_TOKEN": self.token, "ORBIT_NAMESPACE": NS}
+            env |= {"BENCH_CONCURRENCY": str(concurrency), "BENCH_WORKER_NAME": f"w{slots}-{k}"}
+            argv = ["worker", "bench.e2e_worker:worker"]
+            self.workers.append(self.spawn(argv, f"worker-{slots}-{k}.log", **env))
+
+    def stop(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                say(f"  ! {proc.args} ignored SIGTERM for 15s; killing it")
+                proc.kill()
+                proc.wait()
+
+    def submit(self, client: Client, n: int) -> float:
+        began = time.perf_counter()
+        with ThreadPoolExecutor(self.args.submitters) as pool:
+            work = lambda i: client.submit(NS, handler="bench.noop", params={"i": i})  # noqa: E731
+            list(pool.map(work, range(n)))
+        self.expected += n
+        return time.perf_counter() - began
+
+    def wait_done(self, stall: float = 30.0) -> None:
+        """Until every submitted task is SUCCEEDED (one COUNT per 50 ms); loud when stuck."""
+        last, since = -1, time.monotonic()
+        sql = "SELECT state, COUNT(*) FROM tasks WHERE namespace = %s GROUP BY state"
+        while True:
+            self.check_alive()
+            counts = dict(self.query(sql, NS))
+            done = counts.get("SUCCEEDED", 0)
+            if done >= self.expected:
+                if done != self.expected or len(counts) > 1:
+                    raise RuntimeError(f"expected {self.expected} SUCCEEDED tasks, have {counts}")
+                return
+            if done != last:
+                last, since = done, time.monotonic()
+            elif time.monotonic() - since > stall:
+                raise RuntimeError(f"no progress for {stall}s: {counts} (want {self.expected})")
+            time.sleep(0.05)
+
+    def mark(self) -> tuple[Any, int, float]:
+        """The DB clock, MariaDB's count of connections ever opened (server-wide, so other
+        clients of this MariaDB add to it), and the CPU seconds the orbit server used (Linux)."""
+        now = self.query("SELECT UTC_TIMESTAMP(6)")[0][0]
+        conns = int(self.query("SHOW GLOBAL STATUS LIKE 'Connections'")[0][1])
+        stat = Path(f"/proc/{self.server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return now, conns, (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+    def phase(self, mark: Any) -> tuple[float, float]:
+        """Seconds from the first lease and from the first submit to the last finish (DB clock)."""
+        ((tasks, attempts, created, leased, finished),) = self.query(
+            "SELECT COUNT(DISTINCT t.id), COUNT(a.id), MIN(t.created_at), MIN(a.leased_at), "
+            "MAX(t.finished_at) FROM tasks t LEFT JOIN task_attempts a ON a.task_id = t.id "
+            "WHERE t.namespace = %s AND t.created_at >= %s",
+            *(NS, mark),
+        )
+        if attempts != tasks:
+            say(f"  ! {attempts} attempts for {tasks} tasks (retries or lost leases)")
+        return (finished - leased).total_seconds(), (finished - created).total_seconds()
+
+    def orbit_cell(self, client: Client, slots: int) -> dict[str, float]:
+        n, (mark, conns, cpu) = self.args.tasks, self.mark()
+        submit_s = self.submit(client, n)
+        began = time.perf_counter()
+        self.start_workers(slots)
+        self.wait_done()
+        wall = time.perf_counter() - began
+        drain_s = self.phase(mark)[0]
+        mark = self.mark()[0]
+        self.submit(client, n)
+        self.wait_done()
+        live_s = self.phase(mark)[1]
+        out = {"submit": n / submit_s, "drain": n / drain_s, "e2e": n / (submit_s + drain_s)}
+        _, conns_after, cpu_after = self.mark()
+        out |= {"live": n / live_s, "cpu": (cpu_after - cpu) * 1000 / (2 * n)}
+        say(
+            f"  orbit {slots:2} slots: submit {out['submit']:6,.0f}/s, drain {out['drain']:6,.0f}",
+            f"/s (wall incl. worker start-up {wall:.1f}s), e2e {out['e2e']:6,.0f}/s, live ",
+            f"{out['live']:6,.0f}/s; server CPU {out['cpu']:.1f} ms/task; ",
+            f"{(conns_after - conns) / (2 * n):.2f} new MySQL connections/task (server-wide)",
+        )
+        return out
+
+    def latency(self, client: Client, samples: int) -> dict[str, list[float]]:
+        mark = self.mark()[0]
+        for i in range(samples):
+            client.submit(NS, handler="bench.noop", params={"i": i})
+            time.sleep(self.args.spacing)
+        self.expected += samples
+        self.wait_done()
+        ends = {"leased": "a.leased_at", "started": "a.started_at", "SUCCEEDED": "t.finished_at"}
+        cols = ", ".join(f"TIMESTAMPDIFF(MICROSECOND, t.available_at, {c})" for c in ends.values())
+        join = "FROM tasks t JOIN task_attempts a ON a.task_id = t.id"
+        rows = self.query(
+            f"SELECT {cols} {join} WHERE t.namespace = %s AND t.created_at >= %s", NS, mark
+        )
+        return {f"available -> {e}": [row[k] / 1000 for row in rows] for k, e in enumerate(ends)}
+
+
+def server_sql(url: str, statement: str) -> None:
+    conn = connect(url, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(statement)
+    conn.close()
+
+
+def report(bench: Bench, rows: list[Any], lat: dict[str, list[float]]) -> None:
+    args = bench.args
+    say(
+        f"\n=== {args.tasks} tasks per cell; {args.submitters} submitting threads (Orbit, SDK ",
+        f"Client) / processes (raw); slots -> worker processes' concurrency: {PLANS} ===",
+    )
+    say(
+        "drain = N / (first lease -> last finish, DB clock); e2e = N / (submit time + drain ",
+        "time); live = N submitted while the workers ran / (first submit -> last finish)",
+    )
+    head = "Orbit submit/s,drain/s,e2e/s,live/s,raw submit/s,drain/s,e2e/s,e2e ratio,drain ratio"
+    say("slots", *(f"{h:>15}" for h in head.split(",")))
+    for slots, o, r in rows:
+        cells = [o["submit"], o["drain"], o["e2e"], o["live"], r["submit"], r["drain"], r["e2e"]]
+        ratios = f"{o['e2e'] / r['e2e']:>15.2f}{o['drain'] / r['drain']:>15.2f}"
+        say(f"{slots:>5}", *(f"{v:>15,.0f}" for v in cells), ratios)
+    say(f"(ratio = Orbit / raw; raw deadlock/lock-wait retries: {[r[2]['retries'] for r in rows]})")
+    if lat:
+        n, plan = len(next(iter(lat.values()))), "+".join(map(str, PLANS[args.latency_slots]))
+        say(
+            f"\ndispatch latency (ms), {n} tasks one at a time every {args.spacing * 1000:.0f} ",
+            f"ms, idle long-polling workers ({plan} slots):",
+        )
+        for name, v in lat.items():
+            say(f"  {name:24} p50 {pct(v, 0.5):7.1f}  p99 {pct(v, 0.99):7.1f}  max {max(v):7.1f}")
+    say("\nfor context -- measured elsewhere on this machine, NOT in this run (MYSQL-FACTS.md):")
+    say("\n".join(f"  {peer}" for peer in PEERS))
+    say("\nwarning/error lines in the server and worker logs:")
+    for log in sorted(bench.logs.glob("*.log")):
+        marks = ('"level": "warning"', '"level": "error"', "Traceback")
+        lines = log.read_text(errors="replace").splitlines()
+        if bad := [line for line in lines if any(m in line for m in marks)]:
+            say(f"  {log.name}: {len(bad)}, first: {bad[0][:300]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--database-url", default=DEFAULT_URL, help="created (dropped first), dropped at the end")
+    add("--tasks", type=int, default=2000, help="tasks per throughput cell (default 2000)")
+    add("--latency-samples", type=int, default=200, help="default 200")
+    add("--spacing", type=float, default=0.02, help="seconds between latency samples")
+    add("--latency-slots", type=int, default=4, choices=sorted(PLANS), help="default 4 (2+2)")
+    add("--submitters", type=int, default=8, help="submitting threads / raw processes")
+    add("--slots", type=int, nargs="+", default=sorted(PLANS), choices=sorted(PLANS))
+    add("--log-level", default="INFO", help="ORBIT_LOG_LEVEL of the server and workers")
+    add("--quick", action="store_true", help="150 tasks per cell, 50 latency samples")
+    add("--keep", action="store_true", help="keep the database and the logs")
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.latency_samples = 150, 50
+    size = max(*args.slots, args.submitters)  # forked before any thread exists; Ctrl-C is ours
+    pool = multiprocessing.get_context("fork").Pool(
+        size, signal.signal, (signal.SIGINT, signal.SIG_IGN)
+    )
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM -> the finally below
+    logs, bench, ok = Path(tempfile.mkdtemp(prefix="orbit-bench-e2e-")), None, False
+    name = make_url(args.database_url).database
+    try:
+        server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
+        server_sql(args.database_url, f"CREATE DATABASE `{name}`")
+        bench = Bench(args, logs)
+        say(bench.orbit("admin", "migrate").strip().splitlines()[-1])
+        roles = ("-r", "submit", "-r", "work", "--name", "bench")
+        bench.token = bench.orbit("admin", "token", "create", "-n", NS, *roles).strip()
+        names = "('innodb_flush_log_at_trx_commit', 'log_bin', 'sync_binlog', 'version')"
+        settings = dict(bench.query(f"SHOW VARIABLES WHERE Variable_name IN {names}"))
+        say(f"MariaDB {settings.pop('version')}, durability settings in force: {settings}")
+        say(f"{os.cpu_count()} CPUs, shared by MariaDB, the server, the workers and this script")
+        for table in ("tasks", "task_attempts", "task_events"):
+            bench.query(f"CREATE TABLE raw_{table} LIKE {table}")
+        bench.start_server()
+        say(f"orbit server on {bench.base} (pid {bench.server.pid}); logs in {logs}")
+        rows, lat = [], {}
+        with Client(bench.base, token=bench.token, timeout=30) as client:
+            for slots in args.slots:
+                orbit = bench.orbit_cell(client, slots)
+                if slots == args.latency_slots and args.latency_samples:
+                    lat = bench.latency(client, args.latency_samples)
+                bench.stop(bench.workers)
+                bench.workers = []
+                pool.map(raw_warm, [args.database_url] * size, chunksize=1)
+                raw = raw_cell(pool, args.database_url, slots, args.tasks, args.submitters)
+                say(
+                    f"  raw   {slots:2} slots: submit {raw['submit']:6,.0f}/s, drain ",
+                    f"{raw['drain']:6,.0f}/s, e2e {raw['e2e']:6,.0f}/s",
+                )
+                rows.append((slots, orbit, raw))
+        report(bench, rows, lat)
+        ok = True
+    finally:
+        if bench is not None:
+            bench.stop(bench.procs)
+            bench.db.close()
+        pool.terminate()
+        if not args.keep:
+            server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
+        if ok and not args.keep:
+            for log in logs.glob("*.log"):
+                log.unlink()
+            logs.rmdir()
+        else:
+            say(f"logs kept in {logs}")
+
+
+if __name__ == "__main__":
+    main()

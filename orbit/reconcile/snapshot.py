@@ -1,0 +1,50 @@
+"""What the reconcile functions declared in MySQL for one namespace, as plain comparable rows.
+
+The operator and `orbit apply` reconcile the same manifests through the same functions, so for
+the same manifests they must leave the same rows; this is the view both are compared by. Only the
+meaning is kept: ids, timestamps, who applied it (``source``, ``spec_generation``) and runtime
+state (a quota's token bucket, a queue's drain start) are left out; a credential keeps its token
+hash and whether it is revoked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.schema import credentials, queues, quotas
+
+IGNORED = frozenset(
+    {
+        "id",
+        "namespace",
+        "created_at",
+        "updated_at",
+        "source",
+        "spec_generation",
+        "draining_since",
+        "rate_tokens",
+        "rate_refilled_at",
+    }
+)
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+def _rows(conn: sa.Connection, table: sa.Table, namespace: str) -> list[dict[str, Any]]:
+    result = conn.execute(
+        sa.select(table).where(table.c.namespace == namespace).order_by(table.c.name)
+    )
+    rows = []
+    for row in result.mappings():
+        kept = {key: value for key, value in row.items() if key not in IGNORED}
+        if "revoked_at" in kept:
+            kept["revoked"] = kept.pop("revoked_at") is not None
+        rows.append(kept)
+    return rows
+
+
+def declared_rows(conn: sa.Connection, namespace: str) -> Rows:
+    """The namespace's queues, quotas and credentials by table name, ordered by name."""
+    return {table.name: _rows(conn, table, namespace) for table in (queues, quotas, credentials)}

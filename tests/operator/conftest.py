@@ -1,0 +1,348 @@
+"""Operator fixtures: the emulated Kubernetes API (KMock subclass, kube_emulator.py) with Orbit's
+CRDs and a Kopf peering object, and the real operator (``kopf run -m orbit_operator``) in
+KopfRunner's thread against MariaDB, once per session. Each test works in its own namespace, so
+its rows in the shared database are its own. Tests drive the API over HTTP as kubectl would and
+assert by polling with a deadline.
+
+Set ORBIT_TEST_OPERATOR_LOG=PATH to keep Kopf's verbose log of the session.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import kopf
+import pytest
+import sqlalchemy as sa
+import yaml
+from kopf.testing import KopfRunner
+from kube_emulator import EmulatorThread
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = ROOT / "crds"
+LOGIN_MODULE = Path(__file__).with_name("kopf_login.py")
+PEERING = "orbit"
+ORBIT = "orbit.dev/v1alpha1"
+# Short intervals so the timers (resync, autoscale) and retries show within a test's deadline.
+RESYNC_SECONDS = "1"
+RETRY_SECONDS = "1"
+SERVER_URL = "http://orbit.test:8080"
+
+T = TypeVar("T")
+
+CLUSTER_PEERING_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "clusterkopfpeerings.kopf.dev"},
+    "spec": {
+        "group": "kopf.dev",
+        "scope": "Cluster",
+        "names": {
+            "kind": "ClusterKopfPeering",
+            "plural": "clusterkopfpeerings",
+            "singular": "clusterkopfpeering",
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], T], timeout: float = 20.0) -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except AssertionError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+        time.sleep(0.1)
+
+
+def plural_of(kind: str) -> str:
+    return kind.lower() + "s"
+
+
+def path_of(
+    api_version: str, plural: str, namespace: str | None, name: str | None = None, sub: str = ""
+) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    parts = [base] + ([f"namespaces/{namespace}"] if namespace else []) + [plural]
+    parts += [name] if name else []
+    parts += [sub] if sub else []
+    return "/".join(parts)
+
+
+class Kube:
+    """A small kubectl over HTTP for the emulated API server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.http = httpx.Client(base_url=url, timeout=10)
+
+    def _check(self, response: httpx.Response) -> dict[str, Any]:
+        if response.status_code >= 400:
+            raise AssertionError(
+                f"{response.request.method} {response.request.url}: "
+                f"{response.status_code} {response.text[:500]}"
+            )
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        path = path_of(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"))
+        return self._check(self.http.post(path, json=obj))
+
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        response = self.http.get(path_of(api_version, plural_of(kind), namespace, name))
+        return None if response.status_code == 404 else self._check(response)
+
+    def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        response = self.http.get(path_of(api_version, plural_of(kind), namespace))
+        return list(self._check(response)["items"])
+
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        sub: str = "",
+    ) -> dict[str, Any]:
+        response = self.http.patch(
+            path_of(api_version, plural_of(kind), namespace, name, sub),
+            json=patch,
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        return self._check(response)
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        self._check(self.http.delete(path_of(api_version, plural_of(kind), namespace, name)))
+
+    # --- Orbit shortcuts -------------------------------------------------------------------
+
+    def orbit(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(ORBIT, kind, namespace, name)
+
+    def ready(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Ready condition, or None."""
+        obj = self.orbit(kind, namespace, name) or {}
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Ready"), None)
+
+    def wait_ready(
+        self, kind: str, namespace: str, name: str, status: str = "True", reason: str = ""
+    ) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            ready = self.ready(kind, namespace, name)
+            if ready and ready["status"] == status and (not reason or ready["reason"] == reason):
+                return self.orbit(kind, namespace, name)
+            return None
+
+        return wait_for(f"{kind} {namespace}/{name} Ready={status} {reason}", check)
+
+    def wait_gone(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        wait_for(
+            f"{kind} {namespace}/{name} deleted",
+            lambda: self.get(api_version, kind, namespace, name) is None,
+        )
+
+
+def secret(namespace: str, name: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+def orbit_resource(kind: str, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": ORBIT,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+class Running:
+    """What the operator tests started, stopped (last first) as soon as they are over rather
+    than at the end of the whole session: the rest of the suite should not share the machine
+    with a busy operator."""
+
+    def __init__(self) -> None:
+        self._stops: list[Callable[[], None]] = []
+
+    def add(self, stop: Callable[[], None]) -> None:
+        self._stops.append(stop)
+
+    def stop_all(self) -> None:
+        while self._stops:
+            self._stops.pop()()
+
+
+RUNNING = Running()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is None or nextitem.path.parent != item.path.parent:
+        RUNNING.stop_all()
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulator", "cluster": {"server": server}}],
+                "users": [{"name": "test", "user": {"token": "test"}}],
+                "contexts": [{"name": "test", "context": {"cluster": "emulator", "user": "test"}}],
+                "current-context": "test",
+            }
+        )
+    )
+    return path
+
+
+def start_api() -> EmulatorThread:
+    """An emulated API server with Orbit's CRDs (from crds/)."""
+    api = EmulatorThread().start()
+    client = Kube(api.url)
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                client.create(doc)
+    client.http.close()
+    return api
+
+
+@pytest.fixture(scope="session")
+def kube_api() -> Iterator[EmulatorThread]:
+    """The emulated API server with Orbit's CRDs and the Kopf peering object."""
+    api = start_api()
+    RUNNING.add(api.stop)
+    client = Kube(api.url)
+    client.create(CLUSTER_PEERING_CRD)
+    client.create(
+        {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": PEERING}}
+    )
+    client.http.close()
+    yield api
+    RUNNING.stop_all()
+
+
+@pytest.fixture(scope="session")
+def operator_ports() -> dict[str, int]:
+    return {"liveness": free_port(), "metrics": free_port()}
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kube_api: EmulatorThread,
+    mariadb_url: str,
+    operator_ports: dict[str, int],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KopfRunner]:
+    """`kopf run -A --peering orbit -m orbit_operator` against the emulator and MariaDB."""
+    kubeconfig = write_kubeconfig(tmp_path_factory.mktemp("operator") / "kubeconfig", kube_api.url)
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "ORBIT_TEST_KUBE_URL": kube_api.url,
+        "ORBIT_DATABASE_URL": mariadb_url,
+        "ORBIT_SERVER_URL": SERVER_URL,
+        "ORBIT_OPERATOR_RESYNC_SECONDS": RESYNC_SECONDS,
+        "ORBIT_OPERATOR_AUTOSCALE_SECONDS": RESYNC_SECONDS,
+        "ORBIT_OPERATOR_RETRY_SECONDS": RETRY_SECONDS,
+        "ORBIT_OPERATOR_METRICS_PORT": str(operator_ports["metrics"]),
+        "ORBIT_OPERATOR_METRICS_HOST": "127.0.0.1",
+    }
+    mp = pytest.MonkeyPatch()
+    RUNNING.add(mp.undo)
+    for key, value in env.items():
+        mp.setenv(key, value)
+    # Kopf imports the handlers into the fresh registry only if they are not imported yet.
+    for name in [m for m in sys.modules if m.split(".")[0] == "orbit_operator"]:
+        del sys.modules[name]
+    liveness = f"http://127.0.0.1:{operator_ports['liveness']}/healthz"
+    args = ["run", "-A", f"--peering={PEERING}", f"--liveness={liveness}"]
+    if os.environ.get("ORBIT_TEST_OPERATOR_LOG"):
+        args.append("--verbose")
+    args += ["-m", "orbit_operator", str(LOGIN_MODULE)]
+    runner = KopfRunner(args, registry=kopf.OperatorRegistry(), timeout=60)
+    runner.__enter__()
+
+    def stop() -> None:
+        runner.__exit__(None, None, None)
+        log = os.environ.get("ORBIT_TEST_OPERATOR_LOG")
+        if log:
+            Path(log).write_text(runner.output)
+
+    RUNNING.add(stop)
+    wait_for("the operator's liveness probe", lambda: _alive(liveness), timeout=30)
+    yield runner
+    RUNNING.stop_all()
+
+
+def _alive(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def kube(kube_api: EmulatorThread, operator: KopfRunner) -> Iterator[Kube]:
+    """The API client, with the operator running."""
+    client = Kube(kube_api.url)
+    yield client
+    client.http.close()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"op-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def engine(mariadb_engine: sa.Engine) -> sa.Engine:
+    return mariadb_engine

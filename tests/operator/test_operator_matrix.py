@@ -1,0 +1,71 @@
+"""The example manifests give the same rows through the operator as through `orbit apply`."""
+
+from __future__ import annotations
+
+import copy
+import secrets as random
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+import yaml
+from conftest import ROOT, Kube, secret, wait_for
+
+from orbit.reconcile.apply import apply_manifests
+from orbit.reconcile.snapshot import declared_rows
+from orbit_store import migrate
+from orbit_store.db import create_store_engine
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = ROOT / "examples" / "manifests"
+KINDS = ("Queue", "Quota", "Credential", "WorkerPool")
+
+
+def examples() -> list[dict[str, object]]:
+    docs = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert {d["kind"] for d in docs} >= set(KINDS)
+    return docs
+
+
+def test_examples_through_the_operator_match_orbit_apply(
+    kube: Kube,
+    engine: sa.Engine,
+    namespace: str,
+    empty_mariadb_url: str,
+    tmp_path: Path,
+) -> None:
+    token = random.token_hex(24)
+    docs = examples()
+    example_namespace = docs[0]["metadata"]["namespace"]  # type: ignore[index]
+    secret_name = next(d for d in docs if d["kind"] == "Credential")["spec"]["secretRef"]["name"]  # type: ignore[index]
+
+    # orbit apply, on a fresh database.
+    secret_file = tmp_path / "secret.yaml"
+    secret_file.write_text(yaml.safe_dump(secret(example_namespace, secret_name, token=token)))
+    fresh = create_store_engine(empty_mariadb_url)
+    try:
+        migrate.upgrade(fresh)
+        apply_manifests(fresh, [EXAMPLES, secret_file])
+        with fresh.connect() as conn:
+            applied = declared_rows(conn, example_namespace)
+    finally:
+        fresh.dispose()
+
+    # The operator, in this test's namespace of the shared database.
+    kube.create(secret(namespace, secret_name, token=token))
+    for doc in docs:
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["namespace"] = namespace  # type: ignore[index]
+        kube.create(doc)
+    for doc in docs:
+        kube.wait_ready(str(doc["kind"]), namespace, doc["metadata"]["name"])  # type: ignore[index]
+
+    def operated() -> dict[str, object]:
+        with engine.connect() as conn:
+            return declared_rows(conn, namespace)
+
+    assert all(applied.values()), applied
+    wait_for("same rows", lambda: operated() == applied)
