@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +41,24 @@ def _drop_database(url: str) -> None:
     with admin.begin() as conn:
         conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def migrated_database() -> Iterator[Callable[[], str]]:
+    """Make more migrated databases (dropped at the end of the session)."""
+    made: list[str] = []
+
+    def make() -> str:
+        url = _create_database()
+        made.append(url)
+        engine = create_store_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        return url
+
+    yield make
+    for url in made:
+        _drop_database(url)
 
 
 @pytest.fixture

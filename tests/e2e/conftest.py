@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.credentials import create_token
-from orbit_store.db import run_transaction
+from orbit_store.db import create_store_engine, run_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
@@ -41,6 +41,20 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05):  # typ
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def mariadb_url(migrated_database: Callable[[], str]) -> str:
+    """The end-to-end server gets a database of its own: its reaper works across every
+    namespace, and must not touch the store tests' deliberately lapsed leases."""
+    return migrated_database()
+
+
+@pytest.fixture(scope="session")
+def mariadb_engine(mariadb_url: str) -> Iterator[sa.Engine]:
+    engine = create_store_engine(mariadb_url)
+    yield engine
+    engine.dispose()
 
 
 @dataclass
