@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
+from orbit_store.pulse.queues import undeclared_queues
 
 from .kinds import KINDS, Kind
-from .manifests import ManifestSet, read
+from .manifests import ManifestError, ManifestSet, read
 from .resource import Deletion, Resource
 
 
@@ -26,17 +27,7 @@ class Line:
 
 
 T = TypeVar("T")
-
-
-def _once(engine: sa.Engine, work: Callable[[sa.Connection], T], dry_run: bool) -> T:
-    if not dry_run:
-        return run_transaction(engine, work)
-    with engine.connect() as conn:
-        trans = conn.begin()
-        try:
-            return work(conn)
-        finally:
-            trans.rollback()
+Run = Callable[[Callable[[sa.Connection], T]], T]
 
 
 def apply_manifests(
@@ -47,19 +38,51 @@ def apply_manifests(
     prune: bool = False,
     dry_run: bool = False,
 ) -> list[Line]:
-    """Apply every Orbit resource under ``paths``; raises ManifestError before writing."""
+    """Apply every Orbit resource under ``paths``; raises ManifestError before writing.
+
+    Each object is one transaction; a dry run does everything in one transaction (so later
+    objects see earlier ones, as they would for real) and rolls it back."""
     manifests = read(paths, default_namespace)
+    _check_queue_references(engine, manifests)
+    if not dry_run:
+        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune)
+    with engine.connect() as conn:
+        trans = conn.begin()
+        try:
+            return _apply_all(lambda work: work(conn), manifests, prune)
+        finally:
+            trans.rollback()
+
+
+def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool) -> list[Line]:
     lines = [Line(skip, "skipped") for skip in manifests.skipped]
     for resource in manifests.resources:
-        lines.append(_apply_one(engine, resource, manifests, dry_run))
+        lines.append(_apply_one(run, resource, manifests))
     if prune:
-        lines += _prune(engine, manifests, dry_run)
+        lines += _prune(run, manifests)
     return lines
 
 
-def _apply_one(
-    engine: sa.Engine, resource: Resource, manifests: ManifestSet, dry_run: bool
-) -> Line:
+def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
+    """Quotas and WorkerPools may only name queues declared here or already in the store;
+    checked before anything is written, so a dangling reference applies nothing."""
+    declared = {(r.namespace, r.name) for r in manifests.resources if r.kind == "Queue"}
+    problems = []
+    with engine.connect() as conn:
+        for r in manifests.resources:
+            named = [r.spec["queue"]] if r.kind == "Quota" and r.spec.get("queue") else []
+            named += list(r.spec.get("queues", [])) if r.kind == "WorkerPool" else []
+            unknown = [q for q in named if (r.namespace, q) not in declared]
+            for queue in undeclared_queues(conn, r.namespace, unknown):
+                problems.append(
+                    f"{r.ref}: queue {queue!r} is not declared in namespace "
+                    f"{r.namespace!r} (add a Queue manifest)"
+                )
+    if problems:
+        raise ManifestError("\n".join(problems))
+
+
+def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet) -> Line:
     kind = KINDS.get(resource.kind)
     if kind is None:
         return Line(resource.ref, "skipped", "needs the operator in a cluster (no pods here)")
@@ -67,19 +90,18 @@ def _apply_one(
     def lookup(namespace: str, name: str) -> dict[str, str] | None:
         return manifests.secrets.get((namespace, name))
 
-    outcome = _once(engine, lambda conn: kind.reconcile(conn, resource, lookup), dry_run)
+    outcome = run(lambda conn: kind.reconcile(conn, resource, lookup))
     if not outcome.ready:
         return Line(resource.ref, "not ready", f"{outcome.reason}: {outcome.message}")
     return Line(resource.ref, "configured" if outcome.changed else "unchanged", outcome.message)
 
 
-def _prune(engine: sa.Engine, manifests: ManifestSet, dry_run: bool) -> list[Line]:
+def _prune(run: Run[Any], manifests: ManifestSet) -> list[Line]:
     """Delete what an earlier `orbit apply` created and the manifests no longer declare."""
     declared = {r.ref for r in manifests.resources}
     lines = []
     for kind in KINDS.values():
-        with engine.connect() as conn:
-            stored = kind.declared(conn)
+        stored = run(kind.declared)
         for namespace, name, source in stored:
             ref = f"{kind.name}/{namespace}/{name}"
             if source != "manifest" or ref in declared:
@@ -94,6 +116,6 @@ def _prune(engine: sa.Engine, manifests: ManifestSet, dry_run: bool) -> list[Lin
                 spec = kind.stored_spec(conn, namespace, name)
                 return kind.delete(conn, Resource(kind.name, namespace, name, spec))
 
-            deletion = _once(engine, delete, dry_run)
+            deletion = run(delete)
             lines.append(Line(ref, "pruned" if deletion.done else "kept", deletion.message))
     return lines

@@ -16,13 +16,28 @@ from orbit_store.pulse.queues import (
     delete_queue,
     put_queue,
     queue_counts,
+    undeclared_queues,
 )
 from orbit_store.schema import tasks
 
-from .resource import HAS_UNFINISHED_TASKS, Deletion, Outcome, Resource
+from .resource import HAS_UNFINISHED_TASKS, Deletion, InvalidSpec, Outcome, Resource
 
 OPERATOR_ACTOR = "orbit-operator"
 CANCEL_BATCH = 200
+
+
+def require_declared_queues(
+    conn: sa.Connection, resource: Resource, field_path: str, names: list[str]
+) -> None:
+    """InvalidSpec when ``names`` include a queue no Queue resource declares in the namespace
+    (the implicit ``default`` queue always exists). Used by kinds that name queues."""
+    missing = undeclared_queues(conn, resource.namespace, names)
+    if missing:
+        raise InvalidSpec(
+            field_path,
+            f"queue {', '.join(missing)} is not declared in namespace {resource.namespace!r}; "
+            "declare it with a Queue resource first",
+        )
 
 
 def policy_of(resource: Resource) -> QueuePolicy:

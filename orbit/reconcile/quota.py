@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from orbit_store.pulse.quota import WHOLE_NAMESPACE
 from orbit_store.pulse.quota_declarations import QuotaSpec, delete_quota, put_quota
 
+from .queue import require_declared_queues
 from .resource import Deletion, Outcome, Resource
 
 
@@ -25,6 +26,8 @@ def spec_of(resource: Resource) -> QuotaSpec:
 
 def reconcile(conn: sa.Connection, resource: Resource) -> Outcome:
     quota = spec_of(resource)
+    if quota.queue != WHOLE_NAMESPACE:
+        require_declared_queues(conn, resource, "spec.queue", [quota.queue])
     changed = put_quota(
         conn, resource.namespace, quota, source=resource.source, spec_generation=resource.generation
     )

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from orbit_store.pulse.pods import pool_live_sessions
 from orbit_store.pulse.queues import queue_counts
 
+from .queue import require_declared_queues
 from .resource import Resource
 
 POOL_LABEL = "orbit.dev/pool"
@@ -108,6 +109,8 @@ def desired_replicas(
 
 
 def status_of(conn: sa.Connection, resource: Resource) -> dict[str, int]:
+    """Workers with a live session and the backlog; InvalidSpec for undeclared queues."""
+    require_declared_queues(conn, resource, "spec.queues", list(resource.spec["queues"]))
     return {
         "workers": pool_live_sessions(conn, resource.namespace, resource.name),
         "backlog": backlog(conn, resource),

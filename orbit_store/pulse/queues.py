@@ -133,3 +133,18 @@ def list_queues(conn: sa.Connection, namespace: str | None = None) -> list[tuple
     if namespace is not None:
         query = query.where(queues.c.namespace == namespace)
     return [(r.namespace, r.name, r.source) for r in conn.execute(query)]
+
+
+def undeclared_queues(conn: sa.Connection, namespace: str, names: list[str]) -> list[str]:
+    """The names (other than the implicit default queue) no Queue declares in ``namespace``."""
+    wanted = sorted({n for n in names if n != DEFAULT_QUEUE})
+    if not wanted:
+        return []
+    found = set(
+        conn.execute(
+            sa.select(queues.c.name).where(
+                queues.c.namespace == namespace, queues.c.name.in_(wanted)
+            )
+        ).scalars()
+    )
+    return [n for n in wanted if n not in found]

@@ -133,3 +133,21 @@ def test_cli_apply_prints_each_object_and_exits_1_on_invalid(
         app, ["apply", "--database-url", any_empty_url, "-f", str(ROOT / "tests/k8s/invalid")]
     )
     assert bad.exit_code == 1 and "nothing was applied" in bad.output
+
+
+def test_a_quota_naming_an_undeclared_queue_applies_nothing(store: sa.Engine, folder: Path) -> None:
+    (folder / "queue-default.yaml").unlink()
+    with pytest.raises(ManifestError, match="queue 'checkout' is not declared"):
+        apply_manifests(store, [folder])
+    assert rows(store, quotas) == [] and rows(store, credentials) == []
+
+
+def test_the_quota_reconciler_refuses_an_undeclared_queue(store: sa.Engine) -> None:
+    from orbit.reconcile import quota
+    from orbit.reconcile.resource import InvalidSpec, Resource
+    from orbit_store.db import run_transaction
+
+    resource = Resource("Quota", "ops", "q", {"queue": "nope", "maxWaiting": 5})
+    with pytest.raises(InvalidSpec) as error:
+        run_transaction(store, lambda c: quota.reconcile(c, resource))
+    assert error.value.field_path == "spec.queue" and rows(store, quotas) == []
