@@ -35,6 +35,8 @@ def test_quota_lifecycle(kube: Kube, engine: sa.Engine, namespace: str) -> None:
     assert (row.queue, row.max_waiting, row.max_running) == (WHOLE_NAMESPACE, 100, None)
     assert (row.submit_rate_per_second, row.submit_burst) == (2.5, 1)  # burst defaulted
 
+    kube.create(orbit_resource("Queue", namespace, "q", {}))
+    kube.wait_ready("Queue", namespace, "q")
     kube.patch(ORBIT, "Quota", namespace, "limits", {"spec": {"queue": "q", "maxRunning": 3}})
     wait_for(
         "quota updated",
@@ -65,3 +67,12 @@ def test_quota_without_a_limit_is_invalid(kube: Kube, engine: sa.Engine, namespa
     # Deleting a resource that never took effect is not blocked.
     kube.delete(ORBIT, "Quota", namespace, "empty")
     kube.wait_gone(ORBIT, "Quota", namespace, "empty")
+
+
+def test_a_quota_naming_an_undeclared_queue_is_invalid_until_the_queue_exists(
+    kube: Kube, engine: sa.Engine, namespace: str
+) -> None:
+    kube.create(orbit_resource("Quota", namespace, "late", {"queue": "later", "maxWaiting": 5}))
+    obj = kube.wait_ready("Quota", namespace, "late", status="False", reason="InvalidSpec")
+    assert "queue later is not declared" in obj["status"]["conditions"][0]["message"]
+    assert quota_row(engine, namespace, "late") is None
