@@ -42,17 +42,24 @@ def test_examples_through_the_operator_match_orbit_apply(
     example_namespace = docs[0]["metadata"]["namespace"]  # type: ignore[index]
     secret_name = next(d for d in docs if d["kind"] == "Credential")["spec"]["secretRef"]["name"]  # type: ignore[index]
 
-    # orbit apply, on a fresh database.
+    # orbit apply, on a fresh MariaDB database and on a fresh SQLite file (orbit dev).
     secret_file = tmp_path / "secret.yaml"
     secret_file.write_text(yaml.safe_dump(secret(example_namespace, secret_name, token=token)))
-    fresh = create_store_engine(empty_mariadb_url)
-    try:
-        migrate.upgrade(fresh)
-        apply_manifests(fresh, [EXAMPLES, secret_file])
-        with fresh.connect() as conn:
-            applied = declared_rows(conn, example_namespace)
-    finally:
-        fresh.dispose()
+    by_backend = {}
+    for backend, url in (
+        ("mariadb", empty_mariadb_url),
+        ("sqlite", f"sqlite:///{tmp_path / 'apply.db'}"),
+    ):
+        fresh = create_store_engine(url)
+        try:
+            migrate.upgrade(fresh)
+            apply_manifests(fresh, [EXAMPLES, secret_file])
+            with fresh.connect() as conn:
+                by_backend[backend] = declared_rows(conn, example_namespace)
+        finally:
+            fresh.dispose()
+    applied = by_backend["mariadb"]
+    assert by_backend["sqlite"] == applied
 
     # The operator, in this test's namespace of the shared database.
     kube.create(secret(namespace, secret_name, token=token))
