@@ -58,6 +58,10 @@ def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
         # No pre-ping: it costs a round trip per transaction. A connection found dead is
         # invalidated and the transaction retried instead (run_transaction).
         pool_recycle=1800,
+        # Enough warm connections for the server's request threads: opening one costs far
+        # more than a transaction (TLS negotiation included).
+        pool_size=kwargs.pop("pool_size", 20),
+        max_overflow=kwargs.pop("max_overflow", 20),
         **kwargs,
     )
 

@@ -47,8 +47,13 @@ def _detail(ctx: AppContext, namespace: str, task_id: str) -> queries.TaskDetail
     return detail
 
 
-def _task(detail: queries.TaskDetail, **extra: Any) -> schemas.Task:
-    return schemas.Task.model_validate({**detail.task.__dict__, **extra})
+def _task(ctx: AppContext, namespace: str, task_id: str, **extra: Any) -> schemas.Task:
+    """The task without its history: one statement."""
+    with ctx.engine.connect() as conn:
+        view = queries.get_task_view(conn, namespace, task_id)
+    if view is None:
+        raise ApiProblem(404, "not-found", f"task {task_id} not found in namespace {namespace!r}")
+    return schemas.Task.model_validate({**view.__dict__, **extra})
 
 
 def _request(namespace: str, body: schemas.TaskSubmission, submitter: str) -> SubmitRequest:
@@ -111,7 +116,7 @@ def submit(
     else:
         ctx.wakeups.notify(namespace)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
-    return _task(_detail(ctx, namespace, result.task_id), replayed=result.replayed)
+    return _task(ctx, namespace, result.task_id, replayed=result.replayed)
 
 
 @router.get(
@@ -190,11 +195,10 @@ def cancel(
             reason=(body.reason if body else ""),
         ),
     )
+    task = _task(ctx, namespace, task_id)
     if result.changed and result.state in OUTCOME_TASK_STATES:
-        detail = _detail(ctx, namespace, task_id)
-        ctx.metrics.outcomes.labels(namespace, detail.task.queue, result.state).inc()
-        return _task(detail)
-    return _task(_detail(ctx, namespace, task_id))
+        ctx.metrics.outcomes.labels(namespace, task.queue, result.state).inc()
+    return task
 
 
 @router.post(
@@ -225,7 +229,7 @@ def review(
             execution_ended=body.execution_ended,
         ),
     )
-    return _task(_detail(ctx, namespace, task_id))
+    return _task(ctx, namespace, task_id)
 
 
 @router.post(
@@ -258,4 +262,4 @@ def retry(
     )
     ctx.wakeups.notify(namespace)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
-    return _task(_detail(ctx, namespace, result.task_id))
+    return _task(ctx, namespace, result.task_id)

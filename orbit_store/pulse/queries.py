@@ -83,6 +83,14 @@ def _view(cls: Any, row: Any) -> Any:
     return cls(**values)
 
 
+def get_task_view(conn: sa.Connection, namespace: str, task_id: str) -> TaskView | None:
+    """The task alone (one statement), for responses that don't show history."""
+    row = conn.execute(
+        sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
+    ).one_or_none()
+    return None if row is None else _view(TaskView, row)
+
+
 def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | None:
     row = conn.execute(
         sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
