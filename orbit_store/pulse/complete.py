@@ -26,7 +26,7 @@ from .model import (
     RetryPolicy,
     TaskState,
 )
-from .transitions import lock_task_now, transition
+from .transitions import hand_back, lock_task_now, transition
 
 _ATTEMPT_OUTCOME = {
     Outcome.SUCCEEDED: AttemptOutcome.SUCCEEDED,
@@ -73,25 +73,7 @@ def complete_attempt(
     if outcome is Outcome.RELEASED:
         if state is not TaskState.LEASED:
             raise InvalidRequest("only an attempt that has not started can be released")
-        finish_attempt(
-            conn,
-            attempt_id,
-            AttemptOutcome.RELEASED,
-            now=now,
-            reason="released",
-            holds_permit=task.concurrency_key is not None,
-        )
-        # The handler never ran: the attempt is handed back, not spent.
-        transition(
-            conn,
-            task,
-            TaskState.WAITING,
-            now=now,
-            reason="released by worker",
-            attempt_id=attempt_id,
-            available_at=now,
-            attempts_used=task.attempts_used - 1,
-        )
+        hand_back(conn, task, attempt_id, now=now, reason="released by worker")
         return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING, queue=task.queue)
     if state is not TaskState.RUNNING:
         raise InvalidRequest("start the attempt before reporting its outcome (or release it)")

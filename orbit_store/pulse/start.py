@@ -15,7 +15,7 @@ from orbit_store.schema import execution_gates, task_attempts
 
 from .attempts import find_attempt, finish_attempt, token_matches
 from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
-from .transitions import lock_task_now, transition
+from .transitions import hand_back, lock_task_now, transition
 
 
 def start_attempt(
@@ -63,26 +63,8 @@ def start_attempt(
         )
         return StartResult(False, StartRefusal.CANCEL_REQUESTED)
     if task.gate_id is not None and not _gate_open(conn, task.gate_id):
-        # Hand the task back at once (not spent: the handler never ran) rather than letting
-        # the lease run out.
-        finish_attempt(
-            conn,
-            attempt_id,
-            AttemptOutcome.RELEASED,
-            now=now,
-            reason="gate closed",
-            holds_permit=task.concurrency_key is not None,
-        )
-        transition(
-            conn,
-            task,
-            TaskState.WAITING,
-            now=now,
-            reason="gate closed at start",
-            attempt_id=attempt_id,
-            available_at=now,
-            attempts_used=task.attempts_used - 1,
-        )
+        # Hand the task back at once rather than letting the lease run out.
+        hand_back(conn, task, attempt_id, now=now, reason="gate closed at start")
         return StartResult(False, StartRefusal.GATE_CLOSED)
     expires = now + dt.timedelta(seconds=task.lease_seconds)
     updated = conn.execute(

@@ -13,7 +13,8 @@ from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 
-from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState
+from .attempts import finish_attempt
+from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState
 
 
 class LostRace(Exception):
@@ -145,4 +146,29 @@ def append_event(
             details=details,
             at=now,
         )
+    )
+
+
+def hand_back(
+    conn: sa.Connection, task: sa.Row[Any], attempt_id: str, *, now: dt.datetime, reason: str
+) -> None:
+    """Return an unstarted LEASED task to WAITING at once. The handler never ran, so the
+    attempt is recorded as RELEASED and not counted against max attempts."""
+    finish_attempt(
+        conn,
+        attempt_id,
+        AttemptOutcome.RELEASED,
+        now=now,
+        reason=reason,
+        holds_permit=task.concurrency_key is not None,
+    )
+    transition(
+        conn,
+        task,
+        TaskState.WAITING,
+        now=now,
+        reason=reason,
+        attempt_id=attempt_id,
+        available_at=now,
+        attempts_used=task.attempts_used - 1,
     )
