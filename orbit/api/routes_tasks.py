@@ -229,7 +229,9 @@ def review(
             execution_ended=body.execution_ended,
         ),
     )
-    return _task(ctx, namespace, task_id)
+    task = _task(ctx, namespace, task_id)
+    ctx.metrics.outcomes.labels(namespace, task.queue, task.state).inc()
+    return task
 
 
 @router.post(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit.metrics import Metrics
+from orbit_store.pulse.model import OUTCOME_TASK_STATES
 from orbit_store.pulse.service import ReapReport, reap
 
 
@@ -12,4 +13,7 @@ def reaper_pass(engine: sa.Engine, metrics: Metrics) -> ReapReport:
     report = reap(engine)
     if report.leases_lapsed:
         metrics.lease_expiries.inc(report.leases_lapsed)
+    for decision in report.decisions:
+        if decision.state in OUTCOME_TASK_STATES:
+            metrics.outcomes.labels(decision.namespace, decision.queue, decision.state).inc()
     return report

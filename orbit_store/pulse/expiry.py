@@ -55,7 +55,16 @@ def find_lapsed_attempts(
     return [LapsedAttempt(r.namespace, r.id, r.task_id) for r in rows]
 
 
-def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> TaskState | None:
+@dataclass(frozen=True)
+class Decision:
+    """What the reaper did to one task (for metrics and logs)."""
+
+    namespace: str
+    queue: str
+    state: TaskState
+
+
+def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None:
     """Apply the lapse rules to one attempt; None when it was renewed or finished meanwhile."""
     task, now = lock_task_now(conn, lapsed.namespace, lapsed.task_id)
     if task is None or task.current_attempt_id != lapsed.attempt_id:
@@ -90,7 +99,7 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> TaskState | Non
     if to_state is TaskState.FAILED:
         extra["error"] = {"type": "lease_lapsed", "message": reason}
     transition(conn, task, to_state, now=now, reason=reason, attempt_id=lapsed.attempt_id, **extra)
-    return to_state
+    return Decision(task.namespace, task.queue, to_state)
 
 
 def find_overdue_waiting(
@@ -110,13 +119,13 @@ def find_overdue_waiting(
     return [(r.namespace, r.id) for r in rows]
 
 
-def fail_overdue_task(conn: sa.Connection, namespace: str, task_id: str) -> bool:
+def fail_overdue_task(conn: sa.Connection, namespace: str, task_id: str) -> Decision | None:
     task = lock_task(conn, namespace, task_id)
     if task is None or task.state != TaskState.WAITING.value:
-        return False
+        return None
     now = db_now(conn)
     if task.deadline_at is None or task.deadline_at > now:
-        return False
+        return None
     transition(
         conn,
         task,
@@ -125,4 +134,4 @@ def fail_overdue_task(conn: sa.Connection, namespace: str, task_id: str) -> bool
         reason="deadline exceeded",
         error={"type": "deadline_exceeded", "message": "deadline passed while waiting"},
     )
-    return True
+    return Decision(task.namespace, task.queue, TaskState.FAILED)

@@ -42,6 +42,7 @@ class ReapReport:
     sessions_expired: int
     leases_lapsed: int
     deadlines_failed: int
+    decisions: tuple[expiry.Decision, ...] = ()
 
 
 def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
@@ -53,19 +54,23 @@ def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -
     expired = run_transaction(
         engine, functools.partial(sessions.expire_sessions, limit=limit, namespace=namespace)
     )
-    lapsed = 0
+    lapsed: list[expiry.Decision] = []
     for candidate in run_transaction(
         engine, functools.partial(expiry.find_lapsed_attempts, limit=limit, namespace=namespace)
     ):
-        if run_transaction(engine, functools.partial(expiry.lapse_attempt, lapsed=candidate)):
-            lapsed += 1
-    failed = 0
+        decision = run_transaction(
+            engine, functools.partial(expiry.lapse_attempt, lapsed=candidate)
+        )
+        if decision is not None:
+            lapsed.append(decision)
+    failed: list[expiry.Decision] = []
     for task_namespace, task_id in run_transaction(
         engine, functools.partial(expiry.find_overdue_waiting, limit=limit, namespace=namespace)
     ):
-        if run_transaction(
+        decision = run_transaction(
             engine,
             functools.partial(expiry.fail_overdue_task, namespace=task_namespace, task_id=task_id),
-        ):
-            failed += 1
-    return ReapReport(expired, lapsed, failed)
+        )
+        if decision is not None:
+            failed.append(decision)
+    return ReapReport(expired, len(lapsed), len(failed), tuple(lapsed + failed))

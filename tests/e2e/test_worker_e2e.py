@@ -7,6 +7,7 @@ import functools
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -86,6 +87,11 @@ def test_an_unsafe_handler_killed_mid_run_goes_to_review_and_is_not_rerun_inv7(
         wait_until(lambda: True)  # give the second worker a chance to (wrongly) lease it
         assert client.get(tenant.namespace, task.id).state == "NEEDS_REVIEW"
     assert lines(tmp_path, "charge-started") == [task.id], "never run a second time"
+    metrics = httpx.get(f"{tenant.server.url}/metrics").text
+    assert (
+        f'orbit_task_outcomes_total{{namespace="{tenant.namespace}",queue="{queue}",'
+        f'state="NEEDS_REVIEW"}} 1.0'
+    ) in metrics, "the reaper's decision is counted"
 
 
 def test_sigterm_drains_the_worker_and_loses_nothing(tenant: Tenant, tmp_path: Path) -> None:
