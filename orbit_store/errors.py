@@ -19,6 +19,14 @@ class IdempotencyConflict(Conflict):
     """The idempotency key was already used for a different request in this namespace."""
 
 
+class AlreadyRetried(Conflict):
+    """A manual retry was asked for a task that already has its one direct successor."""
+
+    def __init__(self, task_id: str, successor_id: str) -> None:
+        super().__init__(f"task {task_id} already has its retry: task {successor_id}")
+        self.successor_id = successor_id
+
+
 class InvalidRequest(StoreError):
     """The input is well-formed but not acceptable (bad policy values, unknown queue, …)."""
 

@@ -74,6 +74,10 @@ def install(app: FastAPI) -> None:
     async def _api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
         return problem(exc.status, exc.slug, exc.detail, request, **exc.extra)
 
+    @app.exception_handler(store.AlreadyRetried)
+    async def _already_retried(request: Request, exc: store.AlreadyRetried) -> JSONResponse:
+        return problem(409, "conflict", str(exc), request, retry_task_id=exc.successor_id)
+
     @app.exception_handler(store.StoreError)
     async def _store_error(request: Request, exc: store.StoreError) -> JSONResponse:
         for cls, status, slug in _STORE_ERRORS:

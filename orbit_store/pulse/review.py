@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from orbit_store.audit import record_audit
 from orbit_store.clock import db_now
-from orbit_store.errors import Conflict, InvalidRequest, NotFound
+from orbit_store.errors import AlreadyRetried, Conflict, InvalidRequest, NotFound
 from orbit_store.schema import tasks
 
 from .model import Safety, SubmitResult, TaskState
@@ -134,7 +134,7 @@ def retry_task(
         sa.select(tasks.c.id).where(tasks.c.retry_of == task_id)
     ).scalar_one_or_none()
     if successor is not None:
-        raise Conflict(f"task {task_id} already has its retry: task {successor}")
+        raise AlreadyRetried(task_id, successor)
     result = submit_task(
         conn,
         SubmitRequest(

@@ -142,3 +142,52 @@ def test_a_page_token_the_api_did_not_issue_is_a_422(tenant: Tenant, token: str)
         headers=tenant.headers,
     )
     assert r.status_code == 422 and r.json()["type"].endswith("/validation")
+
+
+def test_review_then_retry_over_http_and_a_second_retry_names_the_successor(
+    tenant: Tenant,
+) -> None:
+    base = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks"
+    task = httpx.post(
+        base, json={"handler": "x", "safety": "unsafe"}, headers=tenant.headers
+    ).json()
+    session = httpx.post(
+        f"{tenant.server.url}/v1/worker-sessions",
+        json={"namespace": tenant.namespace, "worker_name": "w"},
+        headers=tenant.headers,
+    ).json()
+    lease = httpx.post(
+        f"{tenant.server.url}/v1/worker-sessions/{session['id']}/lease",
+        json={"max_tasks": 1},
+        headers=tenant.headers,
+    ).json()["leases"][0]
+    attempt = f"{tenant.server.url}/v1/attempts/{lease['attempt_id']}"
+    httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=tenant.headers)
+    httpx.post(
+        f"{attempt}/complete",
+        json={"token": lease["token"], "outcome": "unknown"},
+        headers=tenant.headers,
+    )
+    current = httpx.get(f"{base}/{task['id']}", headers=tenant.headers).json()
+    assert current["state"] == "NEEDS_REVIEW"
+    reviewed = httpx.post(
+        f"{base}/{task['id']}/review",
+        headers=tenant.headers,
+        json={
+            "decision": "failed",
+            "reason": "provider says not charged",
+            "evidence_ref": "psp-1",
+            "expected_state_version": current["state_version"],
+            "execution_ended": True,
+        },
+    ).json()
+    assert reviewed["state"] == "FAILED"
+    retry_body = {
+        "reason": "charge again",
+        "expected_state_version": reviewed["state_version"],
+        "safe_to_retry": True,
+    }
+    first = httpx.post(f"{base}/{task['id']}/retry", json=retry_body, headers=tenant.headers)
+    assert first.status_code == 201 and first.json()["retry_of"] == task["id"]
+    second = httpx.post(f"{base}/{task['id']}/retry", json=retry_body, headers=tenant.headers)
+    assert second.status_code == 409 and second.json()["retry_task_id"] == first.json()["id"]
