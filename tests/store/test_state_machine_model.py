@@ -55,9 +55,9 @@ from .pulse_driver import PulseDriver
 BIG_STEP = 31  # longer than the default 30 s lease
 SMALL_STEP = 1  # longer than any backoff used here
 SURELY_LIVE = 10  # skew seconds since a renewal within which a lease is certainly live
-OUTCOMES = ("succeeded", "failed_retryable", "failed_final", "unknown", "cancelled", "released")
-ACTIONS = (OUTCOMES[0], "start", "heartbeat", *OUTCOMES[1:])  # what a worker may do with a grant
-LIVE = (S.WAITING, S.LEASED, S.RUNNING)
+# What a worker does with a grant ("cancel": an operator cancels the grant's task meanwhile).
+ACTIONS = ("start", "succeeded", "heartbeat", "cancel", "failed_retryable", "failed_final")
+ACTIONS += ("unknown", "cancelled", "released")
 
 
 @dataclass
@@ -84,7 +84,6 @@ class Task:
 
 
 class PulseMachine(RuleBasedStateMachine):
-    task_ids = Bundle("task_ids")
     grants = Bundle("grants")
 
     def __init__(self, engine: sa.Engine) -> None:
@@ -201,25 +200,44 @@ class PulseMachine(RuleBasedStateMachine):
         assert result.status is CompletionStatus.APPLIED and result.task_state is to, (result, to)
         self._finish(task, to, recorded, due_at)
 
+    def _cancel(self, task: Task) -> None:
+        if task.state is S.NEEDS_REVIEW:  # settled by review, not by cancel
+            with pytest.raises(Conflict):
+                self.pulse.cancel(task.id)
+            return
+        result = self.pulse.cancel(task.id)
+        if task.state.is_terminal:
+            assert not result.changed and result.state is task.state, result
+        elif task.state is S.RUNNING:  # only the intent is recorded; the worker decides
+            assert result.changed is not task.cancel_requested and result.state is S.RUNNING
+            task.cancel_requested = True
+        else:
+            assert result.changed and result.state is S.CANCELLED, result
+            task.cancel_requested = True
+            if task.current is not None:
+                self._finish(task, S.CANCELLED, AttemptOutcome.CANCELLED, self.pulse.skew)
+            else:
+                task.state, task.version = S.CANCELLED, task.version + 1
+
     def _act(self, grant: LeaseGrant, action: str) -> None:
         if action == "start":
             self._start(grant)
         elif action == "heartbeat":
             self._heartbeat([grant])
+        elif action == "cancel":  # an operator cancels the grant's task
+            self._cancel(self.tasks[grant.task_id])
         else:
             self._complete(grant, action)
 
     # --- rules --------------------------------------------------------------------------------
-    @initialize(
-        target=task_ids,
-        specs=st.lists(st.tuples(st.booleans(), st.integers(1, 3)), min_size=1, max_size=3),
-    )
-    def submit_some(self, specs: list[tuple[bool, int]]) -> Any:
-        return multiple(*(self.submit(*spec) for spec in specs))
+    @initialize(specs=st.lists(st.tuples(st.booleans(), st.integers(1, 3)), min_size=1, max_size=3))
+    def submit_some(self, specs: list[tuple[bool, int]]) -> None:
+        for spec in specs:
+            self.submit(*spec)
 
     @precondition(lambda self: len(self.tasks) < 6)
-    @rule(target=task_ids, unsafe=st.booleans(), max_attempts=st.integers(1, 3))
-    def submit(self, unsafe: bool, max_attempts: int) -> str:
+    @rule(unsafe=st.booleans(), max_attempts=st.integers(1, 3))
+    def submit(self, unsafe: bool, max_attempts: int) -> None:
         safety = Safety.UNSAFE if unsafe else Safety.SAFE
         priority = len(self.tasks)  # unique: claims take tasks in a certain order
         result = self.pulse.submit(
@@ -228,7 +246,6 @@ class PulseMachine(RuleBasedStateMachine):
         assert result.state is S.WAITING and not result.replayed
         task = Task(result.task_id, safety, max_attempts, priority, due_at=self.pulse.skew)
         self.tasks[task.id] = task
-        return result.task_id
 
     # Claims run only while every WAITING task is certainly due (no backoff in flight), and each
     # task has its own priority: what a claim gets is certain and Hypothesis can replay a run.
@@ -250,8 +267,8 @@ class PulseMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._current())
     @rule(pick=st.integers(0, 5), action=st.sampled_from(ACTIONS))
     def work(self, pick: int, action: str) -> None:
-        """A worker with a current grant; it starts before reporting an outcome, and its
-        heartbeat renews every grant it holds in one batch."""
+        """A worker with a current grant: it starts before it reports an outcome (or the operator
+        cancels its task), and its heartbeat renews every grant it holds in one batch."""
         leases = self._current()
         grant = leases[pick % len(leases)].grant
         if action == "heartbeat":
@@ -265,38 +282,17 @@ class PulseMachine(RuleBasedStateMachine):
         """Any grant ever handed out, used as it is: a stale one must change nothing."""
         self._act(grant, action)
 
-    @precondition(lambda self: sum(t.state in LIVE for t in self.tasks.values()) > 1)
-    @rule(task_id=task_ids)
-    def cancel(self, task_id: str) -> None:
-        task = self.tasks[task_id]
-        if task.state is S.NEEDS_REVIEW:  # settled by review, not by cancel
-            with pytest.raises(Conflict):
-                self.pulse.cancel(task_id)
-            return
-        result = self.pulse.cancel(task_id)
-        if task.state.is_terminal:
-            assert not result.changed and result.state is task.state, result
-        elif task.state is S.RUNNING:  # only the intent is recorded; the worker decides
-            assert result.changed is not task.cancel_requested and result.state is S.RUNNING
-            task.cancel_requested = True
-        else:
-            assert result.changed and result.state is S.CANCELLED, result
-            task.cancel_requested = True
-            if task.current is not None:
-                self._finish(task, S.CANCELLED, AttemptOutcome.CANCELLED, self.pulse.skew)
-            else:
-                task.state, task.version = S.CANCELLED, task.version + 1
-
     @precondition(lambda self: any(t.state is S.NEEDS_REVIEW for t in self.tasks.values()))
-    @rule(task_id=task_ids, succeeded=st.booleans())
-    def review(self, task_id: str, succeeded: bool) -> None:
-        task = self.tasks[task_id]
+    @rule(pick=st.integers(0, 5), succeeded=st.booleans())
+    def review(self, pick: int, succeeded: bool) -> None:
+        ordered = sorted(self.tasks.values(), key=lambda t: (t.state != S.NEEDS_REVIEW, t.priority))
+        task = ordered[pick % len(ordered)]  # mostly a NEEDS_REVIEW one; else refused
         if task.state is not S.NEEDS_REVIEW:
             with pytest.raises(Conflict):
-                self.pulse.review(task_id, expected_state_version=task.version)
+                self.pulse.review(task.id, expected_state_version=task.version)
             return
         to = S.SUCCEEDED if succeeded else S.FAILED
-        assert self.pulse.review(task_id, to.lower()) is to
+        assert self.pulse.review(task.id, to.lower()) is to
         task.state, task.version = to, task.version + 1
 
     @precondition(lambda self: self._current() or self._waiting(due=False))
