@@ -118,6 +118,53 @@ def cancel_task(namespace: str, task_id: str, reason: str = "") -> Call:
     return Call("POST", f"{_ns(namespace)}/tasks/{_seg(task_id)}/cancel", json={"reason": reason})
 
 
+def review_task(
+    namespace: str,
+    task_id: str,
+    *,
+    decision: str,
+    reason: str,
+    evidence_ref: str,
+    expected_state_version: int,
+    execution_ended: bool,
+) -> Call:
+    # Not resent after an unclear failure: a second try would meet the new state_version and
+    # answer 409 although the first one applied. Read the task to find out instead.
+    return Call(
+        "POST",
+        f"{_ns(namespace)}/tasks/{_seg(task_id)}/review",
+        idempotent=False,
+        json={
+            "decision": decision,
+            "reason": reason,
+            "evidence_ref": evidence_ref,
+            "expected_state_version": expected_state_version,
+            "execution_ended": execution_ended,
+        },
+    )
+
+
+def retry_task(
+    namespace: str,
+    task_id: str,
+    *,
+    reason: str,
+    expected_state_version: int,
+    safe_to_retry: bool,
+) -> Call:
+    # A lost reply is resolved by the 409's retry_task_id (one successor per task).
+    return Call(
+        "POST",
+        f"{_ns(namespace)}/tasks/{_seg(task_id)}/retry",
+        idempotent=False,
+        json={
+            "reason": reason,
+            "expected_state_version": expected_state_version,
+            "safe_to_retry": safe_to_retry,
+        },
+    )
+
+
 # --- worker protocol -----------------------------------------------------------------------
 
 

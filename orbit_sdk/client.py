@@ -133,6 +133,54 @@ class Client:
         response = self._transport.send(_calls.cancel_task(namespace, task_id, reason))
         return Task.model_validate(response.json())
 
+    def review(
+        self,
+        namespace: str,
+        task_id: str,
+        *,
+        decision: str,
+        reason: str,
+        evidence_ref: str,
+        expected_state_version: int,
+        execution_ended: bool,
+    ) -> Task:
+        """Settle a NEEDS_REVIEW task as ``"succeeded"`` or ``"failed"`` (audited; needs the
+        review role). ``execution_ended=True`` confirms no handler is still running."""
+        response = self._transport.send(
+            _calls.review_task(
+                namespace,
+                task_id,
+                decision=decision,
+                reason=reason,
+                evidence_ref=evidence_ref,
+                expected_state_version=expected_state_version,
+                execution_ended=execution_ended,
+            )
+        )
+        return Task.model_validate(response.json())
+
+    def retry(
+        self,
+        namespace: str,
+        task_id: str,
+        *,
+        reason: str,
+        expected_state_version: int,
+        safe_to_retry: bool,
+    ) -> Task:
+        """Create the one manual retry of a FAILED or CANCELLED task (a new task linked by
+        ``retry_of``); ``safe_to_retry=True`` confirms running it again is safe."""
+        response = self._transport.send(
+            _calls.retry_task(
+                namespace,
+                task_id,
+                reason=reason,
+                expected_state_version=expected_state_version,
+                safe_to_retry=safe_to_retry,
+            )
+        )
+        return Task.model_validate(response.json())
+
     def wait(
         self,
         namespace: str,

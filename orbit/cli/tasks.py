@@ -151,3 +151,67 @@ def cancel(
 ) -> None:
     """Cancel a task (a running one is cancelled once its worker confirms)."""
     _print_task(_call(server, token, lambda c: c.cancel(namespace, task_id, reason=reason)), output)
+
+
+@app.command()
+def review(
+    task_id: Annotated[str, typer.Argument(help="Task id (it must be NEEDS_REVIEW).")],
+    decision: Annotated[str, typer.Option(help="succeeded or failed.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")],
+    evidence: Annotated[str, typer.Option(help="Where the evidence is (ticket, provider id).")],
+    expected_version: Annotated[
+        int, typer.Option(help="The state_version you looked at (`orbit task get`).")
+    ],
+    execution_ended: Annotated[
+        bool, typer.Option("--execution-ended", help="Confirm no handler is still running.")
+    ] = False,
+    namespace: Namespace = "default",
+    server: Server = DEFAULT_SERVER,
+    token: Token = "",
+    output: Output = "table",
+) -> None:
+    """Settle a task awaiting review as succeeded or failed (audited)."""
+    task = _call(
+        server,
+        token,
+        lambda c: c.review(
+            namespace,
+            task_id,
+            decision=decision,
+            reason=reason,
+            evidence_ref=evidence,
+            expected_state_version=expected_version,
+            execution_ended=execution_ended,
+        ),
+    )
+    _print_task(task, output)
+
+
+@app.command()
+def retry(
+    task_id: Annotated[str, typer.Argument(help="Task id (FAILED or CANCELLED).")],
+    reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")],
+    expected_version: Annotated[
+        int, typer.Option(help="The state_version you looked at (`orbit task get`).")
+    ],
+    safe_to_retry: Annotated[
+        bool, typer.Option("--safe-to-retry", help="Confirm running it again is safe.")
+    ] = False,
+    namespace: Namespace = "default",
+    server: Server = DEFAULT_SERVER,
+    token: Token = "",
+    output: Output = "table",
+) -> None:
+    """Create the one manual retry of a task: a new task linked by retry_of."""
+    task = _call(
+        server,
+        token,
+        lambda c: c.retry(
+            namespace,
+            task_id,
+            reason=reason,
+            expected_state_version=expected_version,
+            safe_to_retry=safe_to_retry,
+        ),
+    )
+    _print_task(task, output)

@@ -101,3 +101,79 @@ def test_admin_verify_is_clean_then_names_a_corruption(
     report = json.loads(broken.stdout)
     assert broken.returncode == 1 and report["clean"] is False
     assert report["checks"]["event_gaps"]["examples"] == [task_id]
+
+
+def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
+    import httpx
+
+    env = tenant.env()
+    task_id = json.loads(
+        orbit(
+            "task", "submit", "--handler", "x", "--safety", "unsafe", "-o", "json", env=env
+        ).stdout
+    )["id"]
+    base = tenant.server.url
+    session = httpx.post(
+        f"{base}/v1/worker-sessions",
+        headers=tenant.headers,
+        json={"namespace": tenant.namespace, "worker_name": "w"},
+    ).json()
+    lease = httpx.post(
+        f"{base}/v1/worker-sessions/{session['id']}/lease", json={}, headers=tenant.headers
+    ).json()["leases"][0]
+    attempt = f"{base}/v1/attempts/{lease['attempt_id']}"
+    httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=tenant.headers)
+    httpx.post(
+        f"{attempt}/complete",
+        json={"token": lease["token"], "outcome": "unknown"},
+        headers=tenant.headers,
+    )
+    version = json.loads(orbit("task", "get", task_id, "-o", "json", env=env).stdout)
+    refused = orbit(
+        "task",
+        "review",
+        task_id,
+        "--decision",
+        "failed",
+        "--reason",
+        "r",
+        "--evidence",
+        "e",
+        "--expected-version",
+        str(version["state_version"]),
+        env=env,
+    )
+    assert refused.returncode == 1 and "execution_ended" in refused.stderr
+    reviewed = orbit(
+        "task",
+        "review",
+        task_id,
+        "--decision",
+        "failed",
+        "--reason",
+        "not charged",
+        "--evidence",
+        "psp-7",
+        "--expected-version",
+        str(version["state_version"]),
+        "--execution-ended",
+        "-o",
+        "json",
+        env=env,
+    )
+    assert json.loads(reviewed.stdout)["state"] == "FAILED", reviewed.stderr
+    failed = json.loads(orbit("task", "get", task_id, "-o", "json", env=env).stdout)
+    retried = orbit(
+        "task",
+        "retry",
+        task_id,
+        "--reason",
+        "again",
+        "--expected-version",
+        str(failed["state_version"]),
+        "--safe-to-retry",
+        "-o",
+        "json",
+        env=env,
+    )
+    assert json.loads(retried.stdout)["retry_of"] == task_id, retried.stderr
