@@ -45,6 +45,8 @@ def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
             name=f"dev-{new_id()[-12:]}",
             roles=[Role.ADMIN],
             source="dev",
+            actor="orbit-dev",
+            reason="development token for orbit dev",
         ),
     )
     token_file.write_text(issued.token + "\n")

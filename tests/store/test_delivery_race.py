@@ -62,8 +62,7 @@ def test_concurrent_pullers_share_the_events_without_duplicates(
     ctx = multiprocessing.get_context("spawn")
     outs = [tmp_path / f"consumer-{i}.json" for i in range(CONSUMERS)]
     processes = [
-        ctx.Process(target=_consume, args=(mariadb_url, pulse.namespace, str(out)))
-        for out in outs
+        ctx.Process(target=_consume, args=(mariadb_url, pulse.namespace, str(out))) for out in outs
     ]
     for p in processes:
         p.start()
