@@ -21,9 +21,18 @@ from .resource import Deletion, Outcome, Resource
 
 #: Where each kind's declared row lives, for the before/after digests.
 STORED_TABLES: dict[str, sa.Table] = {"Queue": queues, "Quota": quotas, "Credential": credentials}
-#: Columns that say nothing about what was declared (or must never be shown).
+#: Columns that say nothing about what was declared (the generation is the audit row's
+#: resource_version; a quota's token bucket is runtime state).
 NOT_AUDITED = frozenset(
-    {"id", "namespace", "created_at", "updated_at", "rate_tokens", "rate_refilled_at"}
+    {
+        "id",
+        "namespace",
+        "created_at",
+        "updated_at",
+        "spec_generation",
+        "rate_tokens",
+        "rate_refilled_at",
+    }
 )
 SECRET_COLUMNS = frozenset({"token_hash"})
 

@@ -234,7 +234,7 @@ def test_audit_pages_never_repeat_or_skip_a_row(pulse: PulseDriver) -> None:
     seen: list[str] = []
     after: tuple[dt.datetime, str] | None = None
     while True:
-        page = pulse.tx(lambda c: list_audit(c, query, limit=2, after=after))
+        page = pulse.tx(functools.partial(list_audit, query=query, limit=2, after=after))
         if not page:
             break
         seen += [r.id for r in page]
