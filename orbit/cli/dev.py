@@ -99,7 +99,12 @@ def dev(
     os.environ.update(ORBIT_SERVER=server, ORBIT_NAMESPACE=namespace, ORBIT_TOKEN=token)
     workers = [load_worker(spec) for spec in worker or []]
     threads = [w.run_in_thread() for w in workers]
-    settings = ServerSettings(database_url=str(engine.url), host=host, port=port)
+    settings = ServerSettings(
+        database_url=str(engine.url),
+        host=host,
+        port=port,
+        webhook_secrets_dir=os.environ.get("ORBIT_WEBHOOK_SECRETS_DIR"),
+    )
     config = uvicorn.Config(
         create_app(engine, settings),
         host=host,
