@@ -125,7 +125,9 @@ def list_(
 ) -> schemas.SubscriptionList:
     authorize(credential, namespace, *READ_ROLES)
     with ctx.engine.connect() as conn:
-        return schemas.SubscriptionList(items=[_out(s) for s in list_subscriptions(conn, namespace)])
+        return schemas.SubscriptionList(
+            items=[_out(s) for s in list_subscriptions(conn, namespace)]
+        )
 
 
 @router.get("/{name}", response_model=schemas.Subscription, responses=PROBLEMS, summary="Read")

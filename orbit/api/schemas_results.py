@@ -129,4 +129,3 @@ class AuditEntry(Out):
 class AuditPage(Out):
     items: list[AuditEntry]
     next_page_token: str | None
-

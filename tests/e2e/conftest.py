@@ -63,12 +63,14 @@ class Server:
     database_url: str
     process: subprocess.Popen[bytes]
     log: Path
+    webhook_secrets: Path  # the server's --webhook-secrets-dir
 
 
 @pytest.fixture(scope="session")
 def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
+    secrets = tmp_path_factory.mktemp("webhook-secrets")
     env = {**os.environ, "ORBIT_DATABASE_URL": mariadb_url, "ORBIT_LOG_LEVEL": "INFO"}
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -81,6 +83,10 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 "0.2",
                 "--heartbeat-interval",
                 "0.5",
+                "--delivery-interval",
+                "0.2",
+                "--webhook-secrets-dir",
+                str(secrets),
             ],
             env=env,
             stdout=sink,
@@ -98,7 +104,7 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             return False
 
     wait_until(ready, timeout=30)
-    yield Server(url, mariadb_url, process, log)
+    yield Server(url, mariadb_url, process, log, secrets)
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(10)
