@@ -55,7 +55,9 @@ def upgrade() -> None:
             "(mode = 'push') = (url IS NOT NULL AND secret_ref IS NOT NULL)",
             name=op.f("ck_subscriptions_push_has_target"),
         ),
-        sa.CheckConstraint("max_attempts >= 1", name=op.f("ck_subscriptions_max_attempts_positive")),
+        sa.CheckConstraint(
+            "max_attempts >= 1", name=op.f("ck_subscriptions_max_attempts_positive")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_subscriptions")),
         sa.UniqueConstraint("namespace", "name", name=op.f("uq_subscriptions_namespace_name")),
     )
