@@ -88,7 +88,7 @@ def _check_secret(ctx: AppContext, body: schemas.SubscriptionPut) -> None:
 @router.put(
     "/{name}",
     response_model=schemas.Subscription,
-    responses=PROBLEMS,
+    responses={**PROBLEMS, 201: {"model": schemas.Subscription, "description": "Created"}},
     summary="Create or update a subscription (audited)",
 )
 def put(
