@@ -4,6 +4,8 @@ dedupes by event id; parked after max attempts and visible in /metrics; redrive.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,11 +14,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from orbit_sdk import Client, Conflict, Forbidden, ValidationFailed
+from orbit_sdk import AsyncClient, Client, Conflict, Forbidden, ValidationFailed
 from orbit_sdk.webhooks import InvalidWebhook, verify_webhook
 
 from .conftest import Server, Tenant, make_tenant, wait_until
 from .receiver import Receiver, new_secret
+from .test_cli import orbit
 
 
 @pytest.fixture
@@ -218,3 +221,36 @@ def test_pulling_a_push_subscription_is_a_conflict(
     )
     with pytest.raises(Conflict, match="push subscription"):
         client.pull_events(admin.namespace, "pushed")
+
+
+def test_the_cli_declares_pulls_and_acknowledges(admin: Tenant, client: Client) -> None:
+    env = admin.env()
+    put = orbit("subscription", "put", "cli", "--outcome", "CANCELLED", "-o", "json", env=env)
+    assert put.returncode == 0, put.stderr
+    task_id = cancelled_task(client, admin.namespace)
+
+    pulled = orbit("subscription", "pull", "cli", "--ack", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    (line,) = pulled.stdout.splitlines()
+    assert json.loads(line)["task_id"] == task_id
+    assert orbit("subscription", "pull", "cli", env=env).stdout == ""
+    listed = json.loads(orbit("subscription", "list", "-o", "json", env=env).stdout)
+    assert listed[0]["deliveries"]["DELIVERED"] == 1
+
+
+def test_the_async_client_pulls_acks_and_reads_the_audit_trail(
+    admin: Tenant, client: Client
+) -> None:
+    async def scenario() -> tuple[list[str], dict[str, str], list[str]]:
+        async with AsyncClient(admin.server.url, token=admin.token) as aclient:
+            await aclient.put_subscription(admin.namespace, "async", mode="pull")
+            cancelled_task(client, admin.namespace)
+            batch = await aclient.pull_events(admin.namespace, "async")
+            ids = [e.id for e in batch.events]
+            acked = await aclient.ack_events(admin.namespace, "async", ids)
+            actions = [a.action async for a in aclient.iter_audit(admin.namespace, page_size=1)]
+            return ids, acked, actions
+
+    ids, acked, actions = asyncio.run(scenario())
+    assert len(ids) == 1 and acked == {ids[0]: "acked"}
+    assert actions == ["task.cancel", "subscription.create"]
