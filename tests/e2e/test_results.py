@@ -9,6 +9,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +32,23 @@ def admin(server: Server, mariadb_engine: sa.Engine) -> Tenant:
 def client(admin: Tenant) -> Iterator[Client]:
     with Client(admin.server.url, token=admin.token) as c:
         yield c
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    started = Receiver(new_secret()).start()
+    yield started
+    started.stop()
+
+
+def subscribe_push(
+    client: Client, server: Server, namespace: str, name: str, receiver: Receiver, **policy: Any
+) -> None:
+    """A push subscription to ``receiver``, its secret in the server's secrets directory."""
+    secret_ref = secret_file(server, receiver.secret)
+    client.put_subscription(
+        namespace, name, mode="push", url=receiver.url, secret_ref=secret_ref, **policy
+    )
 
 
 def cancelled_task(client: Client, namespace: str, n: int = 0) -> str:
@@ -84,25 +102,14 @@ def test_pull_then_ack_and_unacked_events_come_back_after_the_deadline(
 
 
 def test_a_webhook_failing_three_times_is_processed_exactly_once_with_a_valid_signature(
-    admin: Tenant, client: Client, server: Server
+    admin: Tenant, client: Client, server: Server, receiver: Receiver
 ) -> None:
-    secret = new_secret()
-    receiver = Receiver(secret, fail_first=3).start()
-    try:
-        client.put_subscription(
-            admin.namespace,
-            "hook",
-            mode="push",
-            url=receiver.url,
-            secret_ref=secret_file(server, secret),
-            backoff_initial_seconds=0.1,
-            backoff_max_seconds=0.2,
-        )
-        task_id = cancelled_task(client, admin.namespace)
-        wait_until(lambda: receiver.processed, timeout=30)
-        time.sleep(1)  # any stray redelivery would show up now
-    finally:
-        receiver.stop()
+    receiver.fail_first = 3
+    policy = {"backoff_initial_seconds": 0.1, "backoff_max_seconds": 0.2}
+    subscribe_push(client, server, admin.namespace, "hook", receiver, **policy)
+    task_id = cancelled_task(client, admin.namespace)
+    wait_until(lambda: receiver.processed, timeout=30)
+    time.sleep(1)  # any stray redelivery would show up now
     (event,) = receiver.processed.values()
     assert (event["task_id"], event["task_state"], event["attempt"]) == (task_id, "CANCELLED", 4)
     assert receiver.requests == 4 and receiver.rejected_signatures == 0
@@ -114,43 +121,30 @@ def test_a_webhook_failing_three_times_is_processed_exactly_once_with_a_valid_si
 
 
 def test_a_webhook_that_keeps_failing_is_parked_visible_in_metrics_and_redriven(
-    admin: Tenant, client: Client, server: Server
+    admin: Tenant, client: Client, server: Server, receiver: Receiver
 ) -> None:
-    secret = new_secret()
-    receiver = Receiver(secret, always_fail=True).start()
+    receiver.always_fail = True
     labels = {"namespace": admin.namespace, "subscription": "flaky"}
-    try:
-        client.put_subscription(
-            admin.namespace,
-            "flaky",
-            mode="push",
-            url=receiver.url,
-            secret_ref=secret_file(server, secret),
-            max_attempts=2,
-            backoff_initial_seconds=0.1,
-        )
-        cancelled_task(client, admin.namespace)
-        wait_until(lambda: metric(server, "orbit_deliveries_parked", **labels) == 1, timeout=30)
-        assert receiver.requests == 2 and receiver.processed == {}
-        assert metric(server, "orbit_delivery_attempts_total", **labels, result="parked") == 1
-        assert metric(server, "orbit_delivery_backlog", **labels) == 0
+    policy = {"max_attempts": 2, "backoff_initial_seconds": 0.1}
+    subscribe_push(client, server, admin.namespace, "flaky", receiver, **policy)
+    cancelled_task(client, admin.namespace)
+    wait_until(lambda: metric(server, "orbit_deliveries_parked", **labels) == 1, timeout=30)
+    assert receiver.requests == 2 and receiver.processed == {}
+    assert metric(server, "orbit_delivery_attempts_total", **labels, result="parked") == 1
+    assert metric(server, "orbit_delivery_backlog", **labels) == 0
 
-        receiver.always_fail = False
-        assert client.redrive_subscription(admin.namespace, "flaky", reason="receiver fixed") == 1
-        wait_until(lambda: receiver.processed, timeout=30)
-        wait_until(lambda: metric(server, "orbit_deliveries_parked", **labels) == 0)
-    finally:
-        receiver.stop()
+    receiver.always_fail = False
+    assert client.redrive_subscription(admin.namespace, "flaky", reason="receiver fixed") == 1
+    wait_until(lambda: receiver.processed, timeout=30)
+    wait_until(lambda: metric(server, "orbit_deliveries_parked", **labels) == 0)
     (entry,) = client.audit(admin.namespace, action="subscription.redrive").items
     assert (entry.resource_id, entry.reason) == ("flaky", "receiver fixed")
 
 
 def test_the_sdk_verifies_a_delivery_and_refuses_a_tampered_one(
-    admin: Tenant, client: Client, server: Server
+    admin: Tenant, client: Client, server: Server, receiver: Receiver
 ) -> None:
-    secret = new_secret()
     captured: list[tuple[dict[str, str], bytes]] = []
-    receiver = Receiver(secret).start()
     original = receiver.handle
 
     def capture(headers: dict[str, str], body: bytes) -> int:
@@ -158,19 +152,11 @@ def test_the_sdk_verifies_a_delivery_and_refuses_a_tampered_one(
         return original(headers, body)
 
     receiver.handle = capture  # type: ignore[method-assign]
-    try:
-        client.put_subscription(
-            admin.namespace,
-            "sdk",
-            mode="push",
-            url=receiver.url,
-            secret_ref=secret_file(server, secret),
-        )
-        task_id = cancelled_task(client, admin.namespace)
-        wait_until(lambda: captured, timeout=30)
-    finally:
-        receiver.stop()
+    subscribe_push(client, server, admin.namespace, "sdk", receiver)
+    task_id = cancelled_task(client, admin.namespace)
+    wait_until(lambda: captured, timeout=30)
     headers, body = captured[0]
+    secret = receiver.secret
     assert verify_webhook(secret, headers, body).task_id == task_id
     with pytest.raises(InvalidWebhook):
         verify_webhook(secret, headers, body.replace(b"CANCELLED", b"SUCCEEDED"))

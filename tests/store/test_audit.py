@@ -15,17 +15,22 @@ import sqlalchemy as sa
 
 from orbit_store.audit import AuditQuery, correct_audit, list_audit
 from orbit_store.credentials import create_token, list_credentials, revoke_credential
+from orbit_store.delivery.model import Mode, SubscriptionSpec
 from orbit_store.delivery.pull import pull_events
 from orbit_store.delivery.redrive import redrive_parked
-from orbit_store.delivery.subscriptions import delete_subscription
+from orbit_store.delivery.subscriptions import (
+    delete_subscription,
+    get_subscription,
+    put_subscription,
+)
 from orbit_store.errors import InvalidRequest, NotFound
 from orbit_store.pulse.cancel import cancel_task
-from orbit_store.pulse.model import Outcome, Safety
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.schema import audit_log
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
+from .test_review import _needs_review
 
 Work = Callable[[sa.Connection], Any]
 
@@ -55,14 +60,6 @@ def assert_audited_with_the_change(
     pulse.tx(work)
     assert pulse.tx(lambda c: _audit_actions(c, pulse.namespace)) == [*before, action]
     assert changed()
-
-
-def _needs_review(pulse: PulseDriver) -> str:
-    pulse.submit(safety=Safety.UNSAFE)
-    grant = pulse.claim_one()
-    pulse.start(grant)
-    pulse.complete(grant, Outcome.UNKNOWN)
-    return grant.task_id
 
 
 def test_cancel_is_audited_with_the_change(pulse: PulseDriver) -> None:
@@ -251,3 +248,19 @@ def test_a_correction_needs_an_actor_and_a_reason(pulse: PulseDriver, field: str
     values = {"actor": "bob", "reason": "typo", field: " "}
     with pytest.raises(InvalidRequest):
         pulse.tx(lambda c: correct_audit(c, namespace=pulse.namespace, audit_id=row.id, **values))
+
+
+def test_declaring_a_subscription_is_audited_with_the_change(pulse: PulseDriver) -> None:
+    spec = SubscriptionSpec(name="results", mode=Mode.PULL)
+    work = functools.partial(
+        put_subscription, namespace=pulse.namespace, spec=spec, actor="ops", reason="billing"
+    )
+
+    def exists() -> bool:
+        try:
+            pulse.tx(lambda c: get_subscription(c, pulse.namespace, "results"))
+        except NotFound:
+            return False
+        return True
+
+    assert_audited_with_the_change(pulse, "subscription.create", work, exists)

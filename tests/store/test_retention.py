@@ -9,7 +9,7 @@ import datetime as dt
 import json
 
 import sqlalchemy as sa
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from orbit.cli.main import app
 from orbit_store.ids import new_id
@@ -111,6 +111,11 @@ def _workflow_messages(pulse: PulseDriver, at: dt.datetime) -> None:
             )
 
 
+def inventory(pulse: PulseDriver, *args: str) -> Result:
+    url = pulse.engine.url.render_as_string(hide_password=False)
+    return runner.invoke(app, ["admin", "retention", "inventory", "--database-url", url, *args])
+
+
 def _row_counts(engine: sa.Engine) -> dict[str, int]:
     with engine.connect() as conn:
         return {
@@ -140,25 +145,9 @@ def test_inventory_matches_a_seeded_dataset_exactly_and_deletes_nothing(
     pulse.cancel(pulse.submit(idempotency_key="f", params={"f": 1}).task_id)
     _workflow_messages(pulse, pulse.now())
     cutoff = (pulse.now(-5 * DAY)).isoformat() + "Z"
-    url = pulse.engine.url.render_as_string(hide_password=False)
     before = _row_counts(pulse.engine)
 
-    result = runner.invoke(
-        app,
-        [
-            "admin",
-            "retention",
-            "inventory",
-            "--database-url",
-            url,
-            "--before",
-            cutoff,
-            "--namespace",
-            pulse.namespace,
-            "-o",
-            "json",
-        ],
-    )
+    result = inventory(pulse, "--before", cutoff, "--namespace", pulse.namespace, "-o", "json")
 
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
@@ -179,29 +168,12 @@ def test_inventory_matches_a_seeded_dataset_exactly_and_deletes_nothing(
 
 
 def test_the_table_output_says_nothing_was_deleted(pulse: PulseDriver) -> None:
-    url = pulse.engine.url.render_as_string(hide_password=False)
-    result = runner.invoke(
-        app,
-        [
-            "admin",
-            "retention",
-            "inventory",
-            "--database-url",
-            url,
-            "--before",
-            "2026-01-01T00:00:00Z",
-            "-n",
-            pulse.namespace,
-        ],
-    )
+    result = inventory(pulse, "--before", "2026-01-01T00:00:00Z", "-n", pulse.namespace)
     assert result.exit_code == 0, result.output
     assert "Inventory only: nothing was deleted." in result.output
 
 
 def test_a_cutoff_without_a_time_zone_is_refused_with_the_fix(pulse: PulseDriver) -> None:
-    url = pulse.engine.url.render_as_string(hide_password=False)
-    result = runner.invoke(
-        app, ["admin", "retention", "inventory", "--database-url", url, "--before", "2026-01-01"]
-    )
+    result = inventory(pulse, "--before", "2026-01-01")
     assert result.exit_code == 2
     assert "add Z for UTC" in result.output
