@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from orbit.metrics_delivery import DeliveryBacklogCollector
 from orbit_store.clock import db_now
 from orbit_store.schema import tasks
 
@@ -57,6 +58,15 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(QueueDepthCollector(engine))
+        self.delivery_attempts = Counter(
+            "orbit_delivery_attempts_total",
+            "Result deliveries handed out or sent, by result (pulled, delivered, failed, "
+            "parked, stale).",
+            ["namespace", "subscription", "result"],
+            registry=self.registry,
+        )
+        self.delivery_backlog = DeliveryBacklogCollector()
+        self.registry.register(self.delivery_backlog)
 
 
 class QueueDepthCollector(Collector):

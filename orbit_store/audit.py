@@ -1,13 +1,19 @@
-"""Administrative audit rows (seed §2): appended in the same transaction as the change they
-describe. The application's grants allow only INSERT and SELECT on ``audit_log``."""
+"""Administrative audit rows (seed §2, invariant 8): appended in the same transaction as the change
+they describe, read back by filters, corrected only by new linked rows. The application's grants
+allow only INSERT and SELECT on ``audit_log``."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
+from .clock import db_now
+from .errors import InvalidRequest, NotFound
 from .ids import new_id
 from .schema import audit_log
 
@@ -47,3 +53,125 @@ def record_audit(
         )
     )
     return audit_id
+
+
+def digest(value: Any) -> str:
+    """A stable sha256 of a JSON-able value, for before/after digests of what changed."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: str
+    namespace: str
+    at: dt.datetime
+    actor: str
+    action: str
+    resource_kind: str
+    resource_id: str
+    resource_version: int | None
+    reason: str
+    evidence_ref: str | None
+    before: Any
+    after: Any
+    corrects_id: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["at"] = self.at.replace(tzinfo=dt.UTC).isoformat().replace("+00:00", "Z")
+        return out
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """Filters of ``GET /v1/audit`` and ``orbit admin audit list``; None means any. ``action``
+    ending in ``.*`` matches a family (``task.*``)."""
+
+    namespace: str | None = None
+    actor: str | None = None
+    action: str | None = None
+    resource_kind: str | None = None
+    resource_id: str | None = None
+    since: dt.datetime | None = None  # inclusive
+    until: dt.datetime | None = None  # exclusive
+    newest_first: bool = True
+
+
+def _entry(row: Any) -> AuditEntry:
+    return AuditEntry(**{c.name: getattr(row, c.name) for c in audit_log.columns})
+
+
+def list_audit(
+    conn: sa.Connection,
+    query: AuditQuery,
+    *,
+    limit: int,
+    after: tuple[dt.datetime, str] | None = None,
+) -> list[AuditEntry]:
+    """One page of matching rows ordered by (at, id); ``after`` is the last row of the previous
+    page (a keyset: pages never repeat or skip rows that were there when the first was read)."""
+    stmt = sa.select(audit_log)
+    c = audit_log.c
+    filters = {
+        c.namespace: query.namespace,
+        c.actor: query.actor,
+        c.resource_kind: query.resource_kind,
+        c.resource_id: query.resource_id,
+    }
+    for column, value in filters.items():
+        if value is not None:
+            stmt = stmt.where(column == value)
+    if query.action is not None:
+        if query.action.endswith(".*"):
+            stmt = stmt.where(c.action.startswith(query.action[:-1], autoescape=True))
+        else:
+            stmt = stmt.where(c.action == query.action)
+    if query.since is not None:
+        stmt = stmt.where(c.at >= query.since)
+    if query.until is not None:
+        stmt = stmt.where(c.at < query.until)
+    if after is not None:
+        at, last_id = after
+        if query.newest_first:
+            stmt = stmt.where(sa.or_(c.at < at, sa.and_(c.at == at, c.id < last_id)))
+        else:
+            stmt = stmt.where(sa.or_(c.at > at, sa.and_(c.at == at, c.id > last_id)))
+    order = (c.at.desc(), c.id.desc()) if query.newest_first else (c.at, c.id)
+    return [_entry(row) for row in conn.execute(stmt.order_by(*order).limit(limit))]
+
+
+def correct_audit(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    audit_id: str,
+    actor: str,
+    reason: str,
+    evidence_ref: str | None = None,
+    correction: Any = None,
+) -> str:
+    """Append a row that corrects row ``audit_id`` (history is never rewritten): it names the
+    same resource, carries ``correction`` as its ``after`` and links back by ``corrects_id``."""
+    if not actor.strip() or not reason.strip():
+        raise InvalidRequest("a correction needs an actor and a reason")
+    original = conn.execute(
+        sa.select(audit_log).where(audit_log.c.id == audit_id, audit_log.c.namespace == namespace)
+    ).one_or_none()
+    if original is None:
+        raise NotFound(f"audit row {audit_id} not found in namespace {namespace!r}")
+    return record_audit(
+        conn,
+        namespace=namespace,
+        actor=actor,
+        action="audit.correct",
+        resource_kind=original.resource_kind,
+        resource_id=original.resource_id,
+        resource_version=original.resource_version,
+        reason=reason,
+        evidence_ref=evidence_ref,
+        before={"action": original.action, "reason": original.reason},
+        after=correction,
+        corrects_id=audit_id,
+        now=db_now(conn),
+    )

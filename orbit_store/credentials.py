@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .audit import record_audit
 from .clock import db_now
 from .errors import Conflict, InvalidRequest, NotFound
 from .ids import new_id, new_secret
@@ -87,8 +88,12 @@ def create_token(
     source: str = "cli",
     token: str | None = None,
     expires_at: dt.datetime | None = None,
+    actor: str | None = None,
+    reason: str = "",
 ) -> IssuedToken:
-    """Create a credential; ``token`` lets a caller supply the secret (e.g. from a Secret)."""
+    """Create a credential; ``token`` lets a caller supply the secret (e.g. from a Secret).
+    With an ``actor`` (an admin creating a token by hand) the creation is audited in the same
+    transaction; declared credentials are audited by their reconcile instead."""
     role_text = _roles(roles)
     now = db_now(conn)
     ensure_namespace(conn, namespace, now)
@@ -112,7 +117,27 @@ def create_token(
         "revoked_at": None,
     }
     conn.execute(credentials.insert().values(**row))
+    if actor is not None:
+        _audit(conn, row, actor, "credential.create", reason or "token created", now)
     return IssuedToken(_from_row(SimpleNamespace(**row)), secret)
+
+
+def _audit(
+    conn: sa.Connection, row: Any, actor: str, action: str, reason: str, now: dt.datetime
+) -> None:
+    """An audit row about a credential: its roles and source, never its token or hash."""
+    cred = SimpleNamespace(**row) if isinstance(row, dict) else row
+    record_audit(
+        conn,
+        namespace=cred.namespace,
+        actor=actor,
+        action=action,
+        resource_kind="Credential",
+        resource_id=cred.name,
+        reason=reason,
+        after={"roles": cred.roles.split(), "source": cred.source},
+        now=now,
+    )
 
 
 def authenticate(conn: sa.Connection, token: str) -> Credential | None:
@@ -134,7 +159,10 @@ def list_credentials(conn: sa.Connection, namespace: str | None = None) -> list[
     return [_from_row(row) for row in conn.execute(query)]
 
 
-def revoke_credential(conn: sa.Connection, *, namespace: str, name: str) -> Credential:
+def revoke_credential(
+    conn: sa.Connection, *, namespace: str, name: str, actor: str, reason: str = ""
+) -> Credential:
+    """Revoke a token (audited in the same transaction)."""
     row = conn.execute(
         sa.select(credentials)
         .where(credentials.c.namespace == namespace, credentials.c.name == name)
@@ -143,9 +171,9 @@ def revoke_credential(conn: sa.Connection, *, namespace: str, name: str) -> Cred
     if row is None:
         raise NotFound(f"credential {name!r} not found in namespace {namespace!r}")
     if row.revoked_at is None:
-        conn.execute(
-            credentials.update().where(credentials.c.id == row.id).values(revoked_at=db_now(conn))
-        )
+        now = db_now(conn)
+        conn.execute(credentials.update().where(credentials.c.id == row.id).values(revoked_at=now))
+        _audit(conn, row, actor, "credential.revoke", reason or "token revoked", now)
     return _from_row(row)
 
 

@@ -17,7 +17,9 @@ import kopf
 import sqlalchemy as sa
 
 from orbit.reconcile.admission import admit
+from orbit.reconcile.audited import delete_audited, reconcile_audited
 from orbit.reconcile.kinds import KINDS, SecretLookup
+from orbit.reconcile.queue import OPERATOR_ACTOR
 from orbit.reconcile.resource import (
     API_VERSION,
     DATABASE_UNAVAILABLE,
@@ -116,10 +118,13 @@ def reconcile_resource(
     secrets: SecretLookup = no_secrets,
 ) -> Failure | None:
     """Make MySQL match the body's spec and write the status into ``out``."""
-    reconcile = KINDS[kind].reconcile
+    handlers = KINDS[kind]
     try:
         resource = admit_body(kind, body)
-        outcome = database.run(ctx.engine, lambda conn: reconcile(conn, resource, secrets))
+        outcome = database.run(
+            ctx.engine,
+            lambda conn: reconcile_audited(conn, handlers, resource, secrets, actor=OPERATOR_ACTOR),
+        )
     except (InvalidSpec, InvalidRequest, Conflict) as exc:
         return invalid(ctx, kind, body, out, exc, logger)
     except DatabaseUnavailable as exc:
@@ -166,7 +171,8 @@ def delete_resource(
         target = resource or Resource(
             kind, namespace, name, handlers.stored_spec(conn, namespace, name), source="operator"
         )
-        return handlers.delete(conn, target)
+        reason = f"{kind} {namespace}/{name} deleted in Kubernetes"
+        return delete_audited(conn, handlers, target, actor=OPERATOR_ACTOR, reason=reason)
 
     try:
         deletion = database.run(ctx.engine, work)

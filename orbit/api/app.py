@@ -11,11 +11,19 @@ import sqlalchemy as sa
 from fastapi import FastAPI
 
 from orbit import __version__
+from orbit.engines.deliveries import WebhookSender
 from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
 from orbit.metrics import Metrics
 
-from . import problems, routes_health, routes_tasks, routes_workers
+from . import (
+    problems,
+    routes_audit,
+    routes_health,
+    routes_subscriptions,
+    routes_tasks,
+    routes_workers,
+)
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .wakeups import Wakeups
@@ -33,6 +41,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     def on_error(name: str) -> None:
         ctx.metrics.engine_errors.labels(name).inc()
 
+    sender = WebhookSender(ctx.engine, ctx.metrics, ctx.settings.webhook_secrets_dir)
     return [
         EngineLoop(
             "reaper",
@@ -40,6 +49,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             ctx.settings.reaper_interval,
             on_error,
         ),
+        EngineLoop("deliveries", sender.run_pass, ctx.settings.delivery_interval, on_error),
     ]
 
 
@@ -64,4 +74,6 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
     app.include_router(routes_health.router)
+    app.include_router(routes_subscriptions.router)
+    app.include_router(routes_audit.router)
     return app

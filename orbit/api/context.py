@@ -23,6 +23,8 @@ class ServerSettings:
     heartbeat_interval: float = 10.0
     require_registered_pods: bool = False
     run_engines: bool = True
+    delivery_interval: float = 1.0
+    webhook_secrets_dir: str | None = None
 
 
 @dataclass

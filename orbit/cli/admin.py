@@ -1,4 +1,4 @@
-"""`orbit admin …`: schema migrations, database grants, and (later) verify, review, tokens."""
+"""`orbit admin …`: schema migrations, database grants, verify, tokens, audit, retention."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from orbit_store import migrate as store_migrate
 from orbit_store.grants import apply_grants, create_user_statement, grant_statements
 from orbit_store.verify import verify as store_verify
 
-from . import tokens
+from . import audit, retention, tokens
 from .options import DatabaseUrl, store_engine
 
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
 app.add_typer(tokens.app, name="token")
+app.add_typer(audit.app, name="audit")
+app.add_typer(retention.app, name="retention")
 out = Console()
 err = Console(stderr=True)
 

@@ -11,7 +11,7 @@ from orbit.reconcile.apply import apply_manifests
 from orbit.reconcile.manifests import ManifestError
 from orbit_store.errors import StoreError
 
-from .options import DatabaseUrl, store_engine
+from .options import Actor, DatabaseUrl, default_actor, store_engine
 
 
 def apply(
@@ -26,16 +26,22 @@ def apply(
         bool, typer.Option(help="Delete what earlier applies created and these no longer declare.")
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change.")] = False,
+    actor: Actor = None,
 ) -> None:
     """Apply custom-resource manifests without a cluster, through the operator's reconcilers.
 
     Every manifest is validated against the CRDs (defaults, schema, CEL rules) before anything
     is written; an invalid one stops the whole apply. Secrets in the same files provide
-    Credential tokens (only their hash is stored)."""
+    Credential tokens (only their hash is stored). Every change is audited as --actor."""
     engine = store_engine(database_url)
     try:
         lines = apply_manifests(
-            engine, filename, default_namespace=namespace, prune=prune, dry_run=dry_run
+            engine,
+            filename,
+            default_namespace=namespace,
+            prune=prune,
+            dry_run=dry_run,
+            actor=f"orbit-apply:{actor or default_actor()}",
         )
     except ManifestError as exc:
         typer.echo(f"error: nothing was applied:\n{exc}", err=True)

@@ -45,6 +45,8 @@ def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
             name=f"dev-{new_id()[-12:]}",
             roles=[Role.ADMIN],
             source="dev",
+            actor="orbit-dev",
+            reason="development token for orbit dev",
         ),
     )
     token_file.write_text(issued.token + "\n")
@@ -97,7 +99,12 @@ def dev(
     os.environ.update(ORBIT_SERVER=server, ORBIT_NAMESPACE=namespace, ORBIT_TOKEN=token)
     workers = [load_worker(spec) for spec in worker or []]
     threads = [w.run_in_thread() for w in workers]
-    settings = ServerSettings(database_url=str(engine.url), host=host, port=port)
+    settings = ServerSettings(
+        database_url=str(engine.url),
+        host=host,
+        port=port,
+        webhook_secrets_dir=os.environ.get("ORBIT_WEBHOOK_SECRETS_DIR"),
+    )
     config = uvicorn.Config(
         create_app(engine, settings),
         host=host,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import socket
 from typing import Annotated
 
 import sqlalchemy as sa
@@ -35,3 +37,23 @@ def store_engine(database_url: str, *, warn_durability: bool = False) -> sa.Engi
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     return engine
+
+
+def default_actor() -> str:
+    """Who an admin command acts as in the audit log when --actor is not given."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+Actor = Annotated[
+    str | None,
+    typer.Option(
+        "--actor",
+        envvar="ORBIT_ACTOR",
+        help="Your identity in the audit log (env ORBIT_ACTOR; default USER@HOST).",
+        show_default=False,
+    ),
+]

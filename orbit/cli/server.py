@@ -30,6 +30,17 @@ def server(
     heartbeat_interval: Annotated[
         float, typer.Option(help="Seconds between worker heartbeats (told to workers).")
     ] = 10.0,
+    delivery_interval: Annotated[
+        float, typer.Option(help="Seconds between webhook sender passes.")
+    ] = 1.0,
+    webhook_secrets_dir: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ORBIT_WEBHOOK_SECRETS_DIR",
+            help="Directory of webhook signing secrets, one file per secret_ref (mount a "
+            "Secret here; env ORBIT_WEBHOOK_SECRETS_DIR).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     engine = store_engine(database_url, warn_durability=True)
@@ -40,6 +51,8 @@ def server(
         reaper_interval=reaper_interval,
         heartbeat_interval=heartbeat_interval,
         require_registered_pods=require_registered_pods,
+        delivery_interval=delivery_interval,
+        webhook_secrets_dir=webhook_secrets_dir,
     )
     uvicorn.run(
         create_app(engine, settings), host=host, port=port, log_config=None, access_log=False

@@ -15,7 +15,7 @@ from orbit_store.db import run_transaction
 from orbit_store.errors import StoreError
 from orbit_store.ids import new_id
 
-from .options import DatabaseUrl, store_engine
+from .options import Actor, DatabaseUrl, default_actor, store_engine
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 out = Console()
@@ -31,8 +31,10 @@ def create(
     name: Annotated[
         str | None, typer.Option(help="A name to find it by (default: random).")
     ] = None,
+    reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")] = "",
+    actor: Actor = None,
 ) -> None:
-    """Create a token; it is printed once and only its hash is stored."""
+    """Create a token; it is printed once and only its hash is stored (audited)."""
     engine = store_engine(database_url)
     try:
         issued = run_transaction(
@@ -43,6 +45,8 @@ def create(
                 name=name or f"token-{new_id()[-12:]}",
                 roles=role,
                 source="cli",
+                actor=actor or default_actor(),
+                reason=reason,
             ),
         )
     except StoreError as exc:
@@ -104,12 +108,21 @@ def revoke(
     database_url: DatabaseUrl,
     namespace: Annotated[str, typer.Option("--namespace", "-n")],
     name: Annotated[str, typer.Option(help="The token's name.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")] = "",
+    actor: Actor = None,
 ) -> None:
-    """Revoke a token (servers stop accepting it within seconds)."""
+    """Revoke a token (servers stop accepting it within seconds; audited)."""
     engine = store_engine(database_url)
     try:
         run_transaction(
-            engine, functools.partial(revoke_credential, namespace=namespace, name=name)
+            engine,
+            functools.partial(
+                revoke_credential,
+                namespace=namespace,
+                name=name,
+                actor=actor or default_actor(),
+                reason=reason,
+            ),
         )
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)

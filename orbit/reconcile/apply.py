@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from orbit_store.db import run_transaction
 from orbit_store.pulse.queues import undeclared_queues
 
+from .audited import delete_audited, reconcile_audited
 from .kinds import KINDS, Kind
 from .manifests import ManifestError, ManifestSet, read
 from .resource import Deletion, Resource
@@ -37,6 +38,7 @@ def apply_manifests(
     default_namespace: str = "default",
     prune: bool = False,
     dry_run: bool = False,
+    actor: str = "orbit-apply",
 ) -> list[Line]:
     """Apply every Orbit resource under ``paths``; raises ManifestError before writing.
 
@@ -45,21 +47,21 @@ def apply_manifests(
     manifests = read(paths, default_namespace)
     _check_queue_references(engine, manifests)
     if not dry_run:
-        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune)
+        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune, actor)
     with engine.connect() as conn:
         trans = conn.begin()
         try:
-            return _apply_all(lambda work: work(conn), manifests, prune)
+            return _apply_all(lambda work: work(conn), manifests, prune, actor)
         finally:
             trans.rollback()
 
 
-def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool) -> list[Line]:
+def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool, actor: str) -> list[Line]:
     lines = [Line(skip, "skipped") for skip in manifests.skipped]
     for resource in manifests.resources:
-        lines.append(_apply_one(run, resource, manifests))
+        lines.append(_apply_one(run, resource, manifests, actor))
     if prune:
-        lines += _prune(run, manifests)
+        lines += _prune(run, manifests, actor)
     return lines
 
 
@@ -82,7 +84,7 @@ def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
         raise ManifestError("\n".join(problems))
 
 
-def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet) -> Line:
+def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet, actor: str) -> Line:
     kind = KINDS.get(resource.kind)
     if kind is None:
         return Line(resource.ref, "skipped", "needs the operator in a cluster (no pods here)")
@@ -90,13 +92,13 @@ def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet) -> Lin
     def lookup(namespace: str, name: str) -> dict[str, str] | None:
         return manifests.secrets.get((namespace, name))
 
-    outcome = run(lambda conn: kind.reconcile(conn, resource, lookup))
+    outcome = run(lambda conn: reconcile_audited(conn, kind, resource, lookup, actor=actor))
     if not outcome.ready:
         return Line(resource.ref, "not ready", f"{outcome.reason}: {outcome.message}")
     return Line(resource.ref, "configured" if outcome.changed else "unchanged", outcome.message)
 
 
-def _prune(run: Run[Any], manifests: ManifestSet) -> list[Line]:
+def _prune(run: Run[Any], manifests: ManifestSet, actor: str) -> list[Line]:
     """Delete what an earlier `orbit apply` created and the manifests no longer declare."""
     declared = {r.ref for r in manifests.resources}
     lines = []
@@ -114,7 +116,9 @@ def _prune(run: Run[Any], manifests: ManifestSet) -> list[Line]:
                 name: str = name,
             ) -> Deletion:
                 spec = kind.stored_spec(conn, namespace, name)
-                return kind.delete(conn, Resource(kind.name, namespace, name, spec))
+                resource = Resource(kind.name, namespace, name, spec)
+                reason = "orbit apply --prune: no longer in the manifests"
+                return delete_audited(conn, kind, resource, actor=actor, reason=reason)
 
             deletion = run(delete)
             lines.append(Line(ref, "pruned" if deletion.done else "kept", deletion.message))

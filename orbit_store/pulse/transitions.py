@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, db_now, utc_now
+from orbit_store.delivery.fanout import fan_out
 from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 
@@ -94,9 +95,10 @@ def transition(
         details=details,
     )
     if to_state in OUTCOME_TASK_STATES:  # announced as a result event (seed §6.2, §6.3)
+        event_id = new_id()
         conn.execute(
             result_events.insert().values(
-                id=new_id(),
+                id=event_id,
                 namespace=task.namespace,
                 task_id=task.id,
                 state_version=new_version,
@@ -115,6 +117,7 @@ def transition(
                 created_at=now,
             )
         )
+        fan_out(conn, event_id, task, to_state.value, now=now)  # its deliveries (seed §6.2)
     return new_version
 
 

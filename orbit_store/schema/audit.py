@@ -25,4 +25,8 @@ audit_log = sa.Table(
     # History is corrected by a new row that points at the one it corrects, never by UPDATE.
     ref_column("corrects_id", sa.ForeignKey("audit_log.id"), nullable=True),
     sa.Index("ix_audit_log_resource", "namespace", "resource_kind", "resource_id"),
+    # `GET /v1/audit` and `orbit admin audit list`: a namespace's rows by time, by action, by actor.
+    sa.Index("ix_audit_log_by_time", "namespace", "at", "id"),
+    sa.Index("ix_audit_log_by_action", "namespace", "action", "at"),
+    sa.Index("ix_audit_log_by_actor", "namespace", "actor", "at"),
 )

@@ -4,6 +4,7 @@ against MariaDB, and real `orbit worker` subprocesses using the SDK."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
@@ -24,6 +26,17 @@ from orbit_store.db import create_store_engine, run_transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
+
+
+def load_example(relative: str) -> ModuleType:
+    """Import a file under examples/ (not a package on sys.path) as a module."""
+    path = ROOT / "examples" / relative
+    spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and SQLAlchemy look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def free_port() -> int:
@@ -63,12 +76,14 @@ class Server:
     database_url: str
     process: subprocess.Popen[bytes]
     log: Path
+    webhook_secrets: Path  # the server's --webhook-secrets-dir
 
 
 @pytest.fixture(scope="session")
 def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
+    secrets = tmp_path_factory.mktemp("webhook-secrets")
     env = {**os.environ, "ORBIT_DATABASE_URL": mariadb_url, "ORBIT_LOG_LEVEL": "INFO"}
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -81,6 +96,10 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 "0.2",
                 "--heartbeat-interval",
                 "0.5",
+                "--delivery-interval",
+                "0.2",
+                "--webhook-secrets-dir",
+                str(secrets),
             ],
             env=env,
             stdout=sink,
@@ -98,7 +117,7 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             return False
 
     wait_until(ready, timeout=30)
-    yield Server(url, mariadb_url, process, log)
+    yield Server(url, mariadb_url, process, log, secrets)
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(10)

@@ -13,6 +13,7 @@ from orbit_store import migrate
 from orbit_store.db import create_store_engine
 from orbit_store.verify import verify
 
+from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
 
 
@@ -41,3 +42,9 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
     assert report.clean, report.as_dict()
+
+
+@pytest.fixture
+def delivery(pulse: PulseDriver) -> DeliveryDriver:
+    """Result delivery on the same namespace and clock as ``pulse``."""
+    return DeliveryDriver(pulse)

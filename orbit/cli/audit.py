@@ -1,0 +1,181 @@
+"""`orbit admin audit list|export|correct`: read the audit trail straight from the database, and
+correct a row by appending a linked one (rows are never edited)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+from collections.abc import Iterator
+from typing import Annotated
+
+import sqlalchemy as sa
+import typer
+from rich.table import Table
+
+from orbit_store.audit import AuditEntry, AuditQuery, correct_audit, list_audit
+from orbit_store.db import run_transaction
+from orbit_store.errors import StoreError
+
+from .options import Actor, DatabaseUrl, default_actor, store_engine
+from .remote import console
+from .timeflags import parse_utc
+
+app = typer.Typer(help="Read, export and correct the audit trail.", no_args_is_help=True)
+out = console()
+PAGE = 500
+
+NamespaceFilter = Annotated[
+    str | None, typer.Option("--namespace", "-n", help="Only this namespace (default: all).")
+]
+ActorFilter = Annotated[str | None, typer.Option("--by", help="Only rows by this actor.")]
+ActionFilter = Annotated[
+    str | None, typer.Option("--action", help="An action, or a family such as 'task.*'.")
+]
+ResourceFilter = Annotated[
+    str | None,
+    typer.Option("--resource", help="KIND or KIND/ID, e.g. task/0193… or Queue/checkout."),
+]
+Since = Annotated[str | None, typer.Option(help="From this UTC instant (inclusive), ISO 8601.")]
+Until = Annotated[str | None, typer.Option(help="Before this UTC instant, ISO 8601.")]
+
+
+def _query(
+    namespace: str | None,
+    actor: str | None,
+    action: str | None,
+    resource: str | None,
+    since: str | None,
+    until: str | None,
+    newest_first: bool,
+) -> AuditQuery:
+    kind, _, resource_id = (resource or "").partition("/")
+    return AuditQuery(
+        namespace=namespace,
+        actor=actor,
+        action=action,
+        resource_kind=kind or None,
+        resource_id=resource_id or None,
+        since=parse_utc(since, "--since") if since else None,
+        until=parse_utc(until, "--until") if until else None,
+        newest_first=newest_first,
+    )
+
+
+def _rows(engine: sa.Engine, query: AuditQuery, limit: int | None) -> Iterator[AuditEntry]:
+    """Every matching row, page by page, from ONE snapshot (REPEATABLE READ, read only): an
+    export never mixes rows from before and after a concurrent change."""
+    with engine.connect() as conn:
+        if conn.dialect.name != "sqlite":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            after: tuple[dt.datetime, str] | None = None
+            left = limit
+            while left is None or left > 0:
+                size = PAGE if left is None else min(PAGE, left)
+                page = list_audit(conn, query, limit=size, after=after)
+                yield from page
+                if len(page) < size:
+                    return
+                after = (page[-1].at, page[-1].id)
+                left = None if left is None else left - len(page)
+
+
+@app.command("list")
+def list_(
+    database_url: DatabaseUrl,
+    namespace: NamespaceFilter = None,
+    by: ActorFilter = None,
+    action: ActionFilter = None,
+    resource: ResourceFilter = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Annotated[int, typer.Option(help="At most this many rows (newest first).")] = 50,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+) -> None:
+    """Show audit rows, newest first."""
+    query = _query(namespace, by, action, resource, since, until, newest_first=True)
+    engine = store_engine(database_url)
+    try:
+        rows = list(_rows(engine, query, limit))
+    finally:
+        engine.dispose()
+    if output == "json":
+        typer.echo(json.dumps([r.as_json() for r in rows], indent=2, default=str))
+        return
+    table = Table("AT (UTC)", "NAMESPACE", "ACTOR", "ACTION", "RESOURCE", "VERSION", "REASON")
+    for r in rows:
+        table.add_row(
+            r.at.isoformat(timespec="seconds"),
+            r.namespace,
+            r.actor,
+            r.action + (f" (corrects {r.corrects_id})" if r.corrects_id else ""),
+            f"{r.resource_kind}/{r.resource_id}",
+            "-" if r.resource_version is None else str(r.resource_version),
+            r.reason,
+        )
+    out.print(table)
+
+
+@app.command()
+def export(
+    database_url: DatabaseUrl,
+    format: Annotated[str, typer.Option("--format", help="jsonl (one row per line).")] = "jsonl",
+    namespace: NamespaceFilter = None,
+    by: ActorFilter = None,
+    action: ActionFilter = None,
+    resource: ResourceFilter = None,
+    since: Since = None,
+    until: Until = None,
+) -> None:
+    """Write every matching row, oldest first, to standard output (one consistent snapshot)."""
+    if format != "jsonl":
+        typer.echo("error: --format must be jsonl", err=True)
+        raise typer.Exit(2)
+    query = _query(namespace, by, action, resource, since, until, newest_first=False)
+    engine = store_engine(database_url)
+    try:
+        for row in _rows(engine, query, None):
+            typer.echo(json.dumps(row.as_json(), sort_keys=True, default=str))
+    finally:
+        engine.dispose()
+
+
+@app.command()
+def correct(
+    database_url: DatabaseUrl,
+    audit_id: Annotated[str, typer.Argument(help="The id of the row to correct.")],
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The row's namespace.")],
+    reason: Annotated[str, typer.Option(help="What was wrong, and what is right.")],
+    evidence: Annotated[str | None, typer.Option(help="Where the evidence is.")] = None,
+    correction: Annotated[
+        str | None, typer.Option(help="JSON with the corrected values, if any.")
+    ] = None,
+    actor: Actor = None,
+) -> None:
+    """Append a row that corrects another (linked by corrects_id); nothing is edited."""
+    try:
+        values = json.loads(correction) if correction else None
+    except json.JSONDecodeError as exc:
+        typer.echo(f"error: --correction is not valid JSON: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    engine = store_engine(database_url)
+    try:
+        new_id = run_transaction(
+            engine,
+            functools.partial(
+                correct_audit,
+                namespace=namespace,
+                audit_id=audit_id,
+                actor=actor or default_actor(),
+                reason=reason,
+                evidence_ref=evidence,
+                correction=values,
+            ),
+        )
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        engine.dispose()
+    typer.echo(f"appended correction {new_id} (corrects {audit_id})")

@@ -1,0 +1,56 @@
+"""Fan-out (seed §5 "完成": 必要结果通知 in the outcome transaction; §6.2; invariant 6): one
+delivery row per result event and matching subscription, inserted by the transaction that wrote
+the event. UNIQUE (event_id, subscription_id) makes a duplicate impossible."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.ids import new_id
+from orbit_store.schema import event_deliveries, subscriptions
+
+from .model import DeliveryState, EventFilter
+
+
+def fan_out(
+    conn: sa.Connection, event_id: str, task: Any, task_state: str, *, now: dt.datetime
+) -> int:
+    """Insert the deliveries of result event ``event_id`` (of ``task``, now ``task_state``);
+    returns how many. Runs inside Pulse's outcome transaction, after its own locks: the
+    namespace's subscriptions are read in share mode, so none can be deleted before this
+    transaction commits the deliveries that reference it."""
+    rows = conn.execute(
+        sa.select(subscriptions.c.id, subscriptions.c.filter)
+        .where(subscriptions.c.namespace == task.namespace)
+        .order_by(subscriptions.c.id)
+        .with_for_update(read=True)
+    ).all()
+    matching = [
+        row.id
+        for row in rows
+        if EventFilter.from_json(row.filter).matches(
+            queue=task.queue, handler=task.handler, task_state=task_state
+        )
+    ]
+    if matching:
+        conn.execute(
+            event_deliveries.insert(),
+            [
+                {
+                    "id": new_id(),
+                    "event_id": event_id,
+                    "subscription_id": subscription_id,
+                    "namespace": task.namespace,
+                    "state": DeliveryState.PENDING.value,
+                    "state_version": 1,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                    "created_at": now,
+                }
+                for subscription_id in matching
+            ],
+        )
+    return len(matching)
