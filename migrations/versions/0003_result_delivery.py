@@ -5,7 +5,7 @@ event_deliveries are rebuilt around the PENDING → DELIVERED | PARKED machine w
 that fences senders (both tables were drafts nothing wrote to, so they are recreated). audit_log
 gets the indexes `GET /v1/audit` filters by.
 
-Revision ID: 0006
+Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-30
 
@@ -19,7 +19,7 @@ from sqlalchemy.dialects import mysql
 
 UTC_DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-revision: str = "0006"
+revision: str = "0003"
 down_revision: str | Sequence[str] | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
