@@ -30,6 +30,12 @@ def server(
     heartbeat_interval: Annotated[
         float, typer.Option(help="Seconds between worker heartbeats (told to workers).")
     ] = 10.0,
+    gauge_interval: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="Seconds between refreshes of the backlog gauges served on /metrics."
+        ),
+    ] = 15.0,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     engine = store_engine(database_url, warn_durability=True)
@@ -39,6 +45,7 @@ def server(
         port=port,
         reaper_interval=reaper_interval,
         heartbeat_interval=heartbeat_interval,
+        gauge_interval=gauge_interval,
         require_registered_pods=require_registered_pods,
     )
     uvicorn.run(

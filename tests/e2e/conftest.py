@@ -81,6 +81,8 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 "0.2",
                 "--heartbeat-interval",
                 "0.5",
+                "--gauge-interval",
+                "0.5",
             ],
             env=env,
             stdout=sink,
