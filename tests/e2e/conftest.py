@@ -65,25 +65,14 @@ class Server:
     log: Path
 
 
-@pytest.fixture(scope="session")
-def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def start_server(database_url: str, log: Path, *args: str) -> Server:
+    """`orbit server` on a free port of 127.0.0.1, once it answers /healthz (not necessarily
+    ready: a test may start one on a schema it refuses)."""
     port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    env = {**os.environ, "ORBIT_DATABASE_URL": mariadb_url, "ORBIT_LOG_LEVEL": "INFO"}
+    env = {**os.environ, "ORBIT_DATABASE_URL": database_url, "ORBIT_LOG_LEVEL": "INFO"}
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [
-                ORBIT,
-                "server",
-                "--port",
-                str(port),
-                "--reaper-interval",
-                "0.2",
-                "--heartbeat-interval",
-                "0.5",
-                "--gauge-interval",
-                "0.5",
-            ],
+            [ORBIT, "server", "--port", str(port), *args],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -91,21 +80,38 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         )
     url = f"http://127.0.0.1:{port}"
 
-    def ready() -> bool:
+    def up() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
         try:
-            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
-    wait_until(ready, timeout=30)
-    yield Server(url, mariadb_url, process, log)
-    process.send_signal(signal.SIGTERM)
+    wait_until(up, timeout=30)
+    return Server(url, database_url, process, log)
+
+
+def stop_server(server: Server) -> None:
+    server.process.send_signal(signal.SIGTERM)
     try:
-        process.wait(10)
+        server.process.wait(10)
     except subprocess.TimeoutExpired:
-        process.kill()
+        server.process.kill()
+
+
+def is_ready(server: Server) -> bool:
+    return httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
+
+
+@pytest.fixture(scope="session")
+def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    fast = ["--reaper-interval", "0.2", "--heartbeat-interval", "0.5", "--gauge-interval", "0.5"]
+    started = start_server(mariadb_url, log, *fast)
+    wait_until(lambda: is_ready(started), timeout=30)
+    yield started
+    stop_server(started)
 
 
 @dataclass
