@@ -36,30 +36,35 @@ def apply_manifests(
     *,
     default_namespace: str = "default",
     prune: bool = False,
+    prune_namespaces: list[str] | None = None,
     dry_run: bool = False,
 ) -> list[Line]:
     """Apply every Orbit resource under ``paths``; raises ManifestError before writing.
 
     Each object is one transaction; a dry run does everything in one transaction (so later
-    objects see earlier ones, as they would for real) and rolls it back."""
+    objects see earlier ones, as they would for real) and rolls it back. Pruning touches only
+    the namespaces the manifests declare objects in, or exactly ``prune_namespaces`` when given
+    (as kubectl's --prune needs a selector): applying one team's folder never prunes another's."""
     manifests = read(paths, default_namespace)
     _check_queue_references(engine, manifests)
+    scope = sorted(set(prune_namespaces or [r.namespace for r in manifests.resources]))
+    prune_scope = scope if prune else []
     if not dry_run:
-        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune)
+        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune_scope)
     with engine.connect() as conn:
         trans = conn.begin()
         try:
-            return _apply_all(lambda work: work(conn), manifests, prune)
+            return _apply_all(lambda work: work(conn), manifests, prune_scope)
         finally:
             trans.rollback()
 
 
-def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool) -> list[Line]:
+def _apply_all(run: Run[Any], manifests: ManifestSet, prune_scope: list[str]) -> list[Line]:
     lines = [Line(skip, "skipped") for skip in manifests.skipped]
     for resource in manifests.resources:
         lines.append(_apply_one(run, resource, manifests))
-    if prune:
-        lines += _prune(run, manifests)
+    for namespace in prune_scope:
+        lines += _prune(run, manifests, namespace)
     return lines
 
 
@@ -96,23 +101,19 @@ def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet) -> Lin
     return Line(resource.ref, "configured" if outcome.changed else "unchanged", outcome.message)
 
 
-def _prune(run: Run[Any], manifests: ManifestSet) -> list[Line]:
-    """Delete what an earlier `orbit apply` created and the manifests no longer declare."""
+def _prune(run: Run[Any], manifests: ManifestSet, namespace: str) -> list[Line]:
+    """Delete what an earlier `orbit apply` created in ``namespace`` and the manifests no longer
+    declare (one namespace per transaction)."""
     declared = {r.ref for r in manifests.resources}
     lines = []
     for kind in KINDS.values():
-        stored = run(kind.declared)
-        for namespace, name, source in stored:
+        stored = run(lambda conn, kind=kind: kind.declared(conn, namespace))
+        for _namespace, name, source in stored:
             ref = f"{kind.name}/{namespace}/{name}"
             if source != "manifest" or ref in declared:
                 continue
 
-            def delete(
-                conn: sa.Connection,
-                kind: Kind = kind,
-                namespace: str = namespace,
-                name: str = name,
-            ) -> Deletion:
+            def delete(conn: sa.Connection, kind: Kind = kind, name: str = name) -> Deletion:
                 spec = kind.stored_spec(conn, namespace, name)
                 return kind.delete(conn, Resource(kind.name, namespace, name, spec))
 
