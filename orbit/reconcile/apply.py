@@ -107,7 +107,11 @@ def _prune(run: Run[Any], manifests: ManifestSet, namespace: str) -> list[Line]:
     declared = {r.ref for r in manifests.resources}
     lines = []
     for kind in KINDS.values():
-        stored = run(lambda conn, kind=kind: kind.declared(conn, namespace))
+
+        def stored_rows(conn: sa.Connection, kind: Kind = kind) -> list[tuple[str, str, str]]:
+            return kind.declared(conn, namespace)
+
+        stored = run(stored_rows)
         for _namespace, name, source in stored:
             ref = f"{kind.name}/{namespace}/{name}"
             if source != "manifest" or ref in declared:
