@@ -33,28 +33,36 @@ STALE_AFTER = 3  # intervals
 def backlog_gauges(conn: sa.Connection) -> list[Metric]:
     """Queue depth by live state, oldest due WAITING age per queue, live worker sessions."""
     backlog = read_backlog(conn)
-    depth = GaugeMetricFamily(
-        "orbit_queue_tasks",
-        "Live tasks per queue and state (WAITING, LEASED, RUNNING, NEEDS_REVIEW), from MySQL.",
-        labels=["namespace", "queue", "state"],
-    )
-    for d in backlog.depth:
-        depth.add_metric([d.namespace, d.queue, d.state], d.tasks)
-    oldest = GaugeMetricFamily(
-        "orbit_queue_oldest_waiting_seconds",
-        "Age of the oldest due WAITING task per queue (0 when none is due yet), from MySQL.",
-        labels=["namespace", "queue"],
-    )
-    for o in backlog.oldest_waiting:
-        oldest.add_metric([o.namespace, o.queue], o.age_seconds)
-    sessions = GaugeMetricFamily(
-        "orbit_worker_sessions",
-        "Live worker sessions per namespace and state (ACTIVE, DRAINING), from MySQL.",
-        labels=["namespace", "state"],
-    )
-    for s in backlog.sessions:
-        sessions.add_metric([s.namespace, s.state], s.sessions)
-    return [depth, oldest, sessions]
+    return [
+        gauge(
+            "orbit_queue_tasks",
+            "Live tasks per queue and state (WAITING, LEASED, RUNNING, NEEDS_REVIEW), from MySQL.",
+            ["namespace", "queue", "state"],
+            (([d.namespace, d.queue, d.state], d.tasks) for d in backlog.depth),
+        ),
+        gauge(
+            "orbit_queue_oldest_waiting_seconds",
+            "Age of the oldest due WAITING task per queue (0 when none is due yet), from MySQL.",
+            ["namespace", "queue"],
+            (([o.namespace, o.queue], o.age_seconds) for o in backlog.oldest_waiting),
+        ),
+        gauge(
+            "orbit_worker_sessions",
+            "Live worker sessions per namespace and state (ACTIVE, DRAINING), from MySQL.",
+            ["namespace", "state"],
+            (([s.namespace, s.state], s.sessions) for s in backlog.sessions),
+        ),
+    ]
+
+
+def gauge(
+    name: str, documentation: str, labels: list[str], samples: Iterable[tuple[list[str], float]]
+) -> Metric:
+    """A gauge family holding ``samples`` (label values, value); readers build theirs with it."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
 
 
 class GaugeCache(Collector):

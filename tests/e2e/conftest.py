@@ -79,17 +79,22 @@ def start_server(database_url: str, log: Path, *args: str) -> Server:
             cwd=ROOT,
         )
     url = f"http://127.0.0.1:{port}"
+    wait_for_http(process, f"{url}/healthz", log)
+    return Server(url, database_url, process, log)
 
-    def up() -> bool:
+
+def wait_for_http(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Until ``url`` answers 200; fail with the end of ``log`` if the process exits first."""
+
+    def answers() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
+            raise AssertionError(f"{process.args[0]} exited: {log.read_text()[-3000:]}")
         try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+            return httpx.get(url, timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
-    wait_until(up, timeout=30)
-    return Server(url, database_url, process, log)
+    wait_until(answers, timeout=30)
 
 
 def stop_server(server: Server) -> None:

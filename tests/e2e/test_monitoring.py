@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from orbit_sdk import Client
 
-from .conftest import ROOT, Server, Tenant, free_port, make_tenant, wait_until
+from .conftest import ROOT, Server, Tenant, free_port, make_tenant, wait_for_http, wait_until
 from .expected_metrics import OPERATOR_METRICS, SERVER_METRICS
 
 RULES = ROOT / "deploy" / "prometheus" / "orbit-rules.yaml"
@@ -161,17 +161,8 @@ def prometheus(server: Server, tmp_path: Path) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"prometheus exited: {log.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
     try:
-        wait_until(ready, timeout=30)
+        wait_for_http(process, f"{url}/-/ready", log)
         yield url
     finally:
         process.terminate()
