@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
 
+from orbit_store.compatibility import record_window
 from orbit_store.schema import metadata
 
 config = context.config
+
+
+def _record_window(*, ctx: Any, step: Any, heads: Any, run_args: Any) -> None:
+    """After every step: which code revisions may run on the schema now (compatibility.py)."""
+    revision = next(iter(heads), None)
+    record_window(ctx.connection, context.script, revision)
 
 
 def _configure(connection: object) -> None:
@@ -16,6 +25,7 @@ def _configure(connection: object) -> None:
         compare_type=True,
         # SQLite cannot ALTER most things in place; batch mode copies the table instead.
         render_as_batch=connection.dialect.name == "sqlite",  # type: ignore[attr-defined]
+        on_version_apply=_record_window,
     )
 
 

@@ -17,6 +17,11 @@ down_revision: Union[str, Sequence[str], None] = ${repr(down_revision)}
 branch_labels: Union[str, Sequence[str], None] = ${repr(branch_labels)}
 depends_on: Union[str, Sequence[str], None] = ${repr(depends_on)}
 
+# True only when code of the previous revision still runs correctly on the schema after this one
+# (new tables, nullable or defaulted columns, indexes); False for drops, renames and tightening.
+# docs/operations/database.md#the-compatibility-window
+expand_only = False
+
 
 def upgrade() -> None:
     """Upgrade schema."""

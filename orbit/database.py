@@ -1,4 +1,4 @@
-"""Opening the store from a process: engine, durability warning, schema currency check."""
+"""Opening the store from a process: engine, durability warning, schema compatibility check."""
 
 from __future__ import annotations
 
@@ -30,11 +30,9 @@ def open_engine(url: str, *, warn_durability: bool = True) -> sa.Engine:
     return engine
 
 
-def require_current_schema(engine: sa.Engine) -> None:
-    """Refuse to run engines against a database older (or newer) than this code."""
-    current, head = migrate.current_revision(engine), migrate.head_revision()
-    if current != head:
-        raise SchemaOutOfDate(
-            f"database schema is at revision {current or 'none'}, this code needs {head}: "
-            "run `orbit admin migrate`"
-        )
+def require_compatible_schema(engine: sa.Engine) -> None:
+    """Refuse to run against a database older than this code, or newer and outside its
+    compatibility window (orbit_store.compatibility); a newer expand-only schema is fine."""
+    compatibility = migrate.compatibility(engine)
+    if not compatibility.compatible:
+        raise SchemaOutOfDate(compatibility.explain())

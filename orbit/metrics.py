@@ -1,31 +1,24 @@
 """Prometheus metrics for the server and its engines (ORBIT.md §11).
 
-Each app gets its own registry. Queue depth, oldest waiting age and NEEDS_REVIEW counts are read
-from MySQL at scrape time, so every replica reports the same authoritative numbers.
+Each app gets its own registry. Gauges derived from MySQL (queue depth by state, NEEDS_REVIEW,
+oldest waiting age, worker sessions) are computed by each replica's gauge loop and served from
+its cache (orbit/engines/gauges.py), so a scrape never queries the database; every replica
+reports the same numbers. The catalogue of every metric is docs/operations/monitoring.md.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import logging
-from collections.abc import Iterator
-
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
+from orbit.engines.gauges import GaugeCache
 from orbit.metrics_delivery import DeliveryBacklogCollector
-from orbit_store.clock import db_now
-from orbit_store.schema import tasks
 
-log = logging.getLogger("orbit.metrics")
-
-DEPTH_STATES = ("WAITING", "LEASED", "RUNNING", "NEEDS_REVIEW")
+DEFAULT_GAUGE_INTERVAL = 15.0
 
 
 class Metrics:
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, gauge_interval: float = DEFAULT_GAUGE_INTERVAL) -> None:
         self.registry = CollectorRegistry()
         self.submissions = Counter(
             "orbit_tasks_submitted_total",
@@ -57,7 +50,12 @@ class Metrics:
             ["loop"],
             registry=self.registry,
         )
-        self.registry.register(QueueDepthCollector(engine))
+        self.reviews = Counter(
+            "orbit_task_reviews_total",
+            "NEEDS_REVIEW tasks settled by a review, by decision (succeeded, failed).",
+            ["namespace", "queue", "decision"],
+            registry=self.registry,
+        )
         self.delivery_attempts = Counter(
             "orbit_delivery_attempts_total",
             "Result deliveries handed out or sent, by result (pulled, delivered, failed, "
@@ -67,48 +65,5 @@ class Metrics:
         )
         self.delivery_backlog = DeliveryBacklogCollector()
         self.registry.register(self.delivery_backlog)
-
-
-class QueueDepthCollector(Collector):
-    def __init__(self, engine: sa.Engine) -> None:
-        self.engine = engine
-
-    def collect(self) -> Iterator[Metric]:
-        depth = GaugeMetricFamily(
-            "orbit_queue_tasks",
-            "Tasks per queue and live state (from MySQL).",
-            labels=["namespace", "queue", "state"],
-        )
-        oldest = GaugeMetricFamily(
-            "orbit_queue_oldest_waiting_seconds",
-            "Age of the oldest due WAITING task.",
-            labels=["namespace", "queue"],
-        )
-        try:
-            with self.engine.connect() as conn:
-                now = db_now(conn)
-                rows = conn.execute(
-                    sa.select(
-                        tasks.c.namespace,
-                        tasks.c.queue,
-                        tasks.c.state,
-                        sa.func.count(),
-                        sa.func.min(tasks.c.available_at),
-                    )
-                    .where(tasks.c.state.in_(DEPTH_STATES))
-                    .group_by(tasks.c.namespace, tasks.c.queue, tasks.c.state)
-                ).all()
-        except sa.exc.SQLAlchemyError:
-            log.warning("queue depth unavailable: database error", exc_info=True)
-            return
-        for namespace, queue, state, count, first_due in rows:
-            depth.add_metric([namespace, queue, state], count)
-            if state == "WAITING" and first_due is not None:
-                age = max((now - _naive(first_due)).total_seconds(), 0.0)
-                oldest.add_metric([namespace, queue], age)
-        yield depth
-        yield oldest
-
-
-def _naive(value: dt.datetime | str) -> dt.datetime:
-    return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+        self.gauges = GaugeCache(engine, gauge_interval)
+        self.registry.register(self.gauges)

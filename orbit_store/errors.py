@@ -46,4 +46,5 @@ class CommitOutcomeUnknown(StoreError):
 
 
 class SchemaOutOfDate(StoreError):
-    """The database schema is older than this code; run ``orbit admin migrate``."""
+    """The database schema is older than this code (run ``orbit admin migrate``), or newer and
+    outside its compatibility window (upgrade Orbit)."""

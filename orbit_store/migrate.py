@@ -15,6 +15,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from orbit_store.compatibility import SchemaCompatibility, check
+
 
 @dataclass(frozen=True)
 class MigrationReport:
@@ -44,6 +46,11 @@ def head_revision() -> str | None:
 def current_revision(engine: sa.Engine) -> str | None:
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def compatibility(engine: sa.Engine) -> SchemaCompatibility:
+    """May this code run on the database's schema (its compatibility window)?"""
+    return check(engine, ScriptDirectory.from_config(alembic_config()))
 
 
 def is_current(engine: sa.Engine) -> bool:

@@ -53,6 +53,9 @@ down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# Creates everything: no older code exists to run on it.
+expand_only = False
+
 
 def upgrade() -> None:
     """Upgrade schema."""

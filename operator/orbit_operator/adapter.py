@@ -117,7 +117,19 @@ def reconcile_resource(
     *,
     secrets: SecretLookup = no_secrets,
 ) -> Failure | None:
-    """Make MySQL match the body's spec and write the status into ``out``."""
+    """Make MySQL match the body's spec and write the status into ``out`` (timed)."""
+    with ctx.metrics.durations.labels(kind).time():
+        return _reconcile(ctx, kind, body, out, logger, secrets)
+
+
+def _reconcile(
+    ctx: Context,
+    kind: str,
+    body: Mapping[str, Any],
+    out: Status,
+    logger: Logger,
+    secrets: SecretLookup,
+) -> Failure | None:
     handlers = KINDS[kind]
     try:
         resource = admit_body(kind, body)

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import sqlalchemy as sa
 
-from orbit.database import redacted, require_current_schema
+from orbit.database import redacted, require_compatible_schema
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.durability import check_durability
 from orbit_store.errors import CommitOutcomeUnknown, SchemaOutOfDate, TransientStoreError
@@ -41,11 +41,12 @@ def run(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
 
 
 def connect(url: str) -> sa.Engine:
-    """The engine for ``url``. The schema must match this code (SchemaOutOfDate otherwise); a
+    """The engine for ``url``. The schema must be within this code's compatibility window
+    (SchemaOutOfDate otherwise); a
     database that cannot be reached now is only logged: handlers report it until it is back."""
     engine = create_store_engine(url)
     try:
-        require_current_schema(engine)
+        require_compatible_schema(engine)
         with engine.connect() as conn:
             report = check_durability(conn)
         for problem in report.problems:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 log = logging.getLogger("orbit.operator")
 
@@ -25,6 +25,14 @@ class OperatorMetrics:
             "(InvalidSpec, DatabaseUnavailable, SecretNotFound, Error).",
             ["kind", "reason"],
             registry=self.registry,
+        )
+        self.durations = Histogram(
+            "orbit_operator_reconcile_duration_seconds",
+            "Time to reconcile one custom resource into MySQL (admission, the store transaction "
+            "and the status), by kind.",
+            ["kind"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.pods = Counter(
             "orbit_operator_worker_pods_total",

@@ -50,11 +50,13 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             on_error,
         ),
         EngineLoop("deliveries", sender.run_pass, ctx.settings.delivery_interval, on_error),
+        EngineLoop("gauges", ctx.metrics.gauges.refresh, ctx.settings.gauge_interval, on_error),
     ]
 
 
 def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
-    ctx = AppContext(engine=engine, settings=settings, wakeups=Wakeups(), metrics=Metrics(engine))
+    metrics = Metrics(engine, settings.gauge_interval)
+    ctx = AppContext(engine=engine, settings=settings, wakeups=Wakeups(), metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

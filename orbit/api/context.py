@@ -21,6 +21,7 @@ class ServerSettings:
     reaper_interval: float = 1.0
     lease_poll_interval: float = 1.0
     heartbeat_interval: float = 10.0
+    gauge_interval: float = 15.0  # backlog gauges on /metrics (orbit/engines/gauges.py)
     require_registered_pods: bool = False
     run_engines: bool = True
     delivery_interval: float = 1.0

@@ -1,5 +1,5 @@
-"""Probes and metrics: /healthz (process up), /readyz (database reachable, schema current),
-/metrics (Prometheus)."""
+"""Probes and metrics: /healthz (process up), /readyz (database reachable, schema within this
+code's compatibility window), /metrics (Prometheus)."""
 
 from __future__ import annotations
 
@@ -23,26 +23,26 @@ def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    summary="Database reachable and schema current",
+    summary="Database reachable and its schema within this code's compatibility window",
     response_model=None,
     responses={503: PROBLEMS[503]},
 )
 def readyz(request: Request, ctx: Ctx) -> Response | dict[str, str]:
+    """Ready while the schema is this code's revision, or newer within its compatibility window
+    (a rolling upgrade's migration has run, and only expanded the schema)."""
     try:
-        current = migrate.current_revision(ctx.engine)
+        compatibility = migrate.compatibility(ctx.engine)
     except sa.exc.SQLAlchemyError as exc:
         return problem(
             503, "unavailable", f"database unreachable: {exc.__class__.__name__}", request
         )
-    head = migrate.head_revision()
-    if current != head:
-        return problem(
-            503,
-            "unavailable",
-            f"schema at {current or 'none'}, code needs {head}: run `orbit admin migrate`",
-            request,
-        )
-    return {"status": "ready", "schema": head or ""}
+    if not compatibility.compatible:
+        return problem(503, "unavailable", compatibility.explain(), request)
+    return {
+        "status": "ready",
+        "schema": compatibility.database or "",
+        "code": compatibility.code or "",
+    }
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -231,6 +231,7 @@ def review(
     )
     task = _task(ctx, namespace, task_id)
     ctx.metrics.outcomes.labels(namespace, task.queue, task.state).inc()
+    ctx.metrics.reviews.labels(namespace, task.queue, body.decision).inc()
     return task
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from orbit.database import open_engine, redacted
 from orbit_store import migrate as store_migrate
+from orbit_store.compatibility import Verdict
 from orbit_store.grants import apply_grants, create_user_statement, grant_statements
 from orbit_store.verify import verify as store_verify
 
@@ -36,6 +37,14 @@ def migrate(
     engine = open_engine(database_url)
     try:
         current, head = store_migrate.current_revision(engine), store_migrate.head_revision()
+        compatibility = store_migrate.compatibility(engine)
+        if compatibility.verdict in (Verdict.NEWER_COMPATIBLE, Verdict.NEWER_INCOMPATIBLE):
+            # A newer release migrated this database (e.g. this is a rollback): nothing to apply.
+            if compatibility.compatible:
+                out.print(f"nothing to do: {compatibility.explain()}")
+                return
+            err.print(f"error: {compatibility.explain()}")
+            raise typer.Exit(1)
         if check:
             if current == head:
                 out.print(f"schema is current (revision {head})")

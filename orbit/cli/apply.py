@@ -23,8 +23,20 @@ def apply(
         str, typer.Option("--namespace", "-n", help="Namespace for objects that name none.")
     ] = "default",
     prune: Annotated[
-        bool, typer.Option(help="Delete what earlier applies created and these no longer declare.")
+        bool,
+        typer.Option(
+            help="Delete what earlier applies created and these files no longer declare, in the "
+            "namespaces the files declare objects in (or --prune-namespace)."
+        ),
     ] = False,
+    prune_namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prune-namespace",
+            help="With --prune: prune exactly these namespaces (repeat), e.g. one whose last "
+            "manifest you removed.",
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change.")] = False,
     actor: Actor = None,
 ) -> None:
@@ -33,6 +45,9 @@ def apply(
     Every manifest is validated against the CRDs (defaults, schema, CEL rules) before anything
     is written; an invalid one stops the whole apply. Secrets in the same files provide
     Credential tokens (only their hash is stored). Every change is audited as --actor."""
+    if prune_namespace and not prune:
+        typer.echo("error: --prune-namespace needs --prune", err=True)
+        raise typer.Exit(1)
     engine = store_engine(database_url)
     try:
         lines = apply_manifests(
@@ -40,6 +55,7 @@ def apply(
             filename,
             default_namespace=namespace,
             prune=prune,
+            prune_namespaces=prune_namespace,
             dry_run=dry_run,
             actor=f"orbit-apply:{actor or default_actor()}",
         )

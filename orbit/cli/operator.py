@@ -73,20 +73,6 @@ def operator(
             help="Serve Kopf's liveness probe at this URL, e.g. http://0.0.0.0:8081/healthz.",
         ),
     ] = None,
-    peering: Annotated[
-        str,
-        typer.Option(
-            envvar="ORBIT_OPERATOR_PEERING",
-            help="Kopf peering object (ClusterKopfPeering) shared by the operator replicas; "
-            "only one of them handles resources at a time.",
-        ),
-    ] = "orbit",
-    standalone: Annotated[
-        bool, typer.Option(help="Run without peering (a single replica, or development).")
-    ] = False,
-    priority: Annotated[
-        int, typer.Option(help="Peering priority: the highest-priority operator is active.")
-    ] = 0,
 ) -> None:
     """Reconcile Orbit's custom resources into MySQL, run WorkerPools, register worker pods."""
     # The operator reads its configuration from the environment when its handlers are
@@ -109,8 +95,9 @@ def operator(
     kopf.run(
         clusterwide=not namespace,
         namespaces=namespace or (),
-        standalone=standalone,
-        peering_name=None if standalone else peering,
-        priority=priority,
+        # One replica, no peering: Kopf's peering pauses every replica of equal priority, and
+        # the chart runs exactly one operator with the Recreate strategy instead
+        # (docs/operations/operator.md#one-replica).
+        standalone=True,
         liveness_endpoint=liveness,
     )

@@ -9,7 +9,7 @@ from typing import Annotated
 import sqlalchemy as sa
 import typer
 
-from orbit.database import open_engine, require_current_schema
+from orbit.database import open_engine, require_compatible_schema
 from orbit_store.errors import SchemaOutOfDate
 
 DatabaseUrl = Annotated[
@@ -31,7 +31,7 @@ def store_engine(database_url: str, *, warn_durability: bool = False) -> sa.Engi
         typer.echo(f"error: cannot reach the database: {exc.orig}", err=True)
         raise typer.Exit(2) from exc
     try:
-        require_current_schema(engine)
+        require_compatible_schema(engine)
     except (SchemaOutOfDate, sa.exc.OperationalError) as exc:
         engine.dispose()
         typer.echo(f"error: {exc}", err=True)

@@ -41,6 +41,12 @@ def server(
             "Secret here; env ORBIT_WEBHOOK_SECRETS_DIR).",
         ),
     ] = None,
+    gauge_interval: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="Seconds between refreshes of the backlog gauges served on /metrics."
+        ),
+    ] = 15.0,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     engine = store_engine(database_url, warn_durability=True)
@@ -50,6 +56,7 @@ def server(
         port=port,
         reaper_interval=reaper_interval,
         heartbeat_interval=heartbeat_interval,
+        gauge_interval=gauge_interval,
         require_registered_pods=require_registered_pods,
         delivery_interval=delivery_interval,
         webhook_secrets_dir=webhook_secrets_dir,

@@ -37,31 +37,38 @@ def apply_manifests(
     *,
     default_namespace: str = "default",
     prune: bool = False,
+    prune_namespaces: list[str] | None = None,
     dry_run: bool = False,
     actor: str = "orbit-apply",
 ) -> list[Line]:
     """Apply every Orbit resource under ``paths``; raises ManifestError before writing.
 
     Each object is one transaction; a dry run does everything in one transaction (so later
-    objects see earlier ones, as they would for real) and rolls it back."""
+    objects see earlier ones, as they would for real) and rolls it back. Pruning touches only
+    the namespaces the manifests declare objects in, or exactly ``prune_namespaces`` when given
+    (as kubectl's --prune needs a selector): applying one team's folder never prunes another's."""
     manifests = read(paths, default_namespace)
     _check_queue_references(engine, manifests)
+    scope = sorted(set(prune_namespaces or [r.namespace for r in manifests.resources]))
+    prune_scope = scope if prune else []
     if not dry_run:
-        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune, actor)
+        return _apply_all(lambda work: run_transaction(engine, work), manifests, prune_scope, actor)
     with engine.connect() as conn:
         trans = conn.begin()
         try:
-            return _apply_all(lambda work: work(conn), manifests, prune, actor)
+            return _apply_all(lambda work: work(conn), manifests, prune_scope, actor)
         finally:
             trans.rollback()
 
 
-def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool, actor: str) -> list[Line]:
+def _apply_all(
+    run: Run[Any], manifests: ManifestSet, prune_scope: list[str], actor: str
+) -> list[Line]:
     lines = [Line(skip, "skipped") for skip in manifests.skipped]
     for resource in manifests.resources:
         lines.append(_apply_one(run, resource, manifests, actor))
-    if prune:
-        lines += _prune(run, manifests, actor)
+    for namespace in prune_scope:
+        lines += _prune(run, manifests, namespace, actor)
     return lines
 
 
@@ -98,23 +105,23 @@ def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet, actor:
     return Line(resource.ref, "configured" if outcome.changed else "unchanged", outcome.message)
 
 
-def _prune(run: Run[Any], manifests: ManifestSet, actor: str) -> list[Line]:
-    """Delete what an earlier `orbit apply` created and the manifests no longer declare."""
+def _prune(run: Run[Any], manifests: ManifestSet, namespace: str, actor: str) -> list[Line]:
+    """Delete what an earlier `orbit apply` created in ``namespace`` and the manifests no longer
+    declare (one namespace per transaction)."""
     declared = {r.ref for r in manifests.resources}
     lines = []
     for kind in KINDS.values():
-        stored = run(kind.declared)
-        for namespace, name, source in stored:
+
+        def stored_rows(conn: sa.Connection, kind: Kind = kind) -> list[tuple[str, str, str]]:
+            return kind.declared(conn, namespace)
+
+        stored = run(stored_rows)
+        for _namespace, name, source in stored:
             ref = f"{kind.name}/{namespace}/{name}"
             if source != "manifest" or ref in declared:
                 continue
 
-            def delete(
-                conn: sa.Connection,
-                kind: Kind = kind,
-                namespace: str = namespace,
-                name: str = name,
-            ) -> Deletion:
+            def delete(conn: sa.Connection, kind: Kind = kind, name: str = name) -> Deletion:
                 spec = kind.stored_spec(conn, namespace, name)
                 resource = Resource(kind.name, namespace, name, spec)
                 reason = "orbit apply --prune: no longer in the manifests"

@@ -25,8 +25,8 @@ class Kind:
     plural: str
     reconcile: Callable[[sa.Connection, Resource, SecretLookup], Outcome]
     delete: Callable[[sa.Connection, Resource], Deletion]
-    # (namespace, name, source) of what the store holds, for `orbit apply --prune`.
-    declared: Callable[[sa.Connection], list[tuple[str, str, str]]]
+    # (namespace, name, source) of what the store holds in one namespace, for `orbit apply --prune`.
+    declared: Callable[[sa.Connection, str], list[tuple[str, str, str]]]
     # The spec deletion needs, rebuilt from the store when pruning.
     stored_spec: Callable[[sa.Connection, str, str], dict[str, object]]
 
@@ -46,7 +46,7 @@ KINDS: dict[str, Kind] = {
         "queues",
         reconcile=lambda conn, r, _secrets: queue.reconcile(conn, r),
         delete=queue.delete,
-        declared=lambda conn: list_queues(conn),
+        declared=lambda conn, ns: list_queues(conn, ns),
         stored_spec=_queue_spec,
     ),
     "Quota": Kind(
@@ -54,7 +54,7 @@ KINDS: dict[str, Kind] = {
         "quotas",
         reconcile=lambda conn, r, _secrets: quota.reconcile(conn, r),
         delete=quota.delete,
-        declared=lambda conn: list_quotas(conn),
+        declared=lambda conn, ns: list_quotas(conn, ns),
         stored_spec=lambda conn, ns, name: {},
     ),
     "Credential": Kind(
@@ -64,7 +64,9 @@ KINDS: dict[str, Kind] = {
             conn, r, secrets(r.namespace, r.spec["secretRef"]["name"])
         ),
         delete=credential.delete,
-        declared=lambda conn: [(c.namespace, c.name, c.source) for c in list_credentials(conn)],
+        declared=lambda conn, ns: [
+            (c.namespace, c.name, c.source) for c in list_credentials(conn, ns)
+        ],
         stored_spec=lambda conn, ns, name: {},
     ),
 }

@@ -7,6 +7,7 @@ migrations must match (a test compares them). ``docs/data-model.md`` explains ea
 from .access import credentials, execution_gates, namespaces, queues, quotas
 from .audit import audit_log
 from .base import metadata
+from .compatibility import schema_compatibility
 from .delivery import event_deliveries, result_events, subscriptions
 from .pulse import (
     concurrency_keys,
@@ -45,6 +46,7 @@ __all__ = [
     "result_events",
     "schedule_occurrences",
     "schedules",
+    "schema_compatibility",
     "submission_keys",
     "subscriptions",
     "task_attempts",

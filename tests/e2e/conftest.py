@@ -79,50 +79,63 @@ class Server:
     webhook_secrets: Path  # the server's --webhook-secrets-dir
 
 
-@pytest.fixture(scope="session")
-def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def start_server(database_url: str, log: Path, *args: str) -> Server:
+    """`orbit server` on a free port of 127.0.0.1, once it answers /healthz (not necessarily
+    ready: a test may start one on a schema it refuses)."""
     port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    secrets = tmp_path_factory.mktemp("webhook-secrets")
-    env = {**os.environ, "ORBIT_DATABASE_URL": mariadb_url, "ORBIT_LOG_LEVEL": "INFO"}
+    secrets = log.parent / "webhook-secrets"
+    secrets.mkdir(exist_ok=True)
+    env = {**os.environ, "ORBIT_DATABASE_URL": database_url, "ORBIT_LOG_LEVEL": "INFO"}
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [
-                ORBIT,
-                "server",
-                "--port",
-                str(port),
-                "--reaper-interval",
-                "0.2",
-                "--heartbeat-interval",
-                "0.5",
-                "--delivery-interval",
-                "0.2",
-                "--webhook-secrets-dir",
-                str(secrets),
-            ],
+            [ORBIT, "server", "--port", str(port), "--webhook-secrets-dir", str(secrets), *args],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
     url = f"http://127.0.0.1:{port}"
+    wait_for_http(process, f"{url}/healthz", log)
+    return Server(url, database_url, process, log, secrets)
 
-    def ready() -> bool:
+
+def wait_for_http(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Until ``url`` answers 200; fail with the end of ``log`` if the process exits first."""
+
+    def answers() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text()[-3000:]}")
+            raise AssertionError(f"{process.args[0]} exited: {log.read_text()[-3000:]}")
         try:
-            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+            return httpx.get(url, timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
-    wait_until(ready, timeout=30)
-    yield Server(url, mariadb_url, process, log, secrets)
-    process.send_signal(signal.SIGTERM)
+    wait_until(answers, timeout=30)
+
+
+def stop_server(server: Server) -> None:
+    server.process.send_signal(signal.SIGTERM)
     try:
-        process.wait(10)
+        server.process.wait(10)
     except subprocess.TimeoutExpired:
-        process.kill()
+        server.process.kill()
+
+
+def is_ready(server: Server) -> bool:
+    return httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
+
+
+@pytest.fixture(scope="session")
+def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    fast = [
+        *("--reaper-interval", "0.2", "--heartbeat-interval", "0.5"),
+        *("--gauge-interval", "0.5", "--delivery-interval", "0.2"),
+    ]
+    started = start_server(mariadb_url, log, *fast)
+    wait_until(lambda: is_ready(started), timeout=30)
+    yield started
+    stop_server(started)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orbit_sdk import Cancelled, RetryableError, Worker
+from orbit_sdk import Cancelled, OutcomeUnknown, RetryableError, Worker
 
 worker = Worker(
     namespace=os.environ["ORBIT_NAMESPACE"],
@@ -65,3 +65,9 @@ def cancellable(ctx: Any, params: Any) -> Any:
         record("cancellable-saw-cancel", ctx.task_id)
         raise Cancelled("stopped on request")
     return {"finished": True}
+
+
+@worker.handler("e2e.uncertain")
+def uncertain(ctx: Any, params: Any) -> Any:
+    """Cannot tell whether its side effect happened: the task goes to NEEDS_REVIEW."""
+    raise OutcomeUnknown("the payment provider timed out")

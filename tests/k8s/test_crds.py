@@ -525,11 +525,10 @@ def expected_grants() -> set[tuple[str, str, str]]:
     grant("orbit.dev", [f"{p}/finalizers" for p in plurals], "update")
     grant("apps", ["deployments"], "get list watch create patch update delete")
     grant("", ["pods"], "get list watch")
-    grant("", ["secrets"], "get list watch")
+    grant("", ["secrets"], "get")  # by name, the Secret a Credential names; never list or watch
     grant("", ["events"], "create")
     grant("", ["namespaces"], "list watch")
     grant("apiextensions.k8s.io", ["customresourcedefinitions"], "list watch")
-    grant("kopf.dev", ["clusterkopfpeerings", "kopfpeerings"], "get list watch patch")
     return wanted
 
 

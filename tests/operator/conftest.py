@@ -1,5 +1,5 @@
 """Operator fixtures: the emulated Kubernetes API (KMock subclass, kube_emulator.py) with Orbit's
-CRDs and a Kopf peering object, and the real operator (``kopf run -m orbit_operator``) in
+CRDs, and the real operator (``kopf run -m orbit_operator --standalone``) in
 KopfRunner's thread against MariaDB, once per session. Each test works in its own namespace, so
 its rows in the shared database are its own. Tests drive the API over HTTP as kubectl would and
 assert by polling with a deadline.
@@ -30,7 +30,6 @@ from kube_emulator import EmulatorThread
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "crds"
 LOGIN_MODULE = Path(__file__).with_name("kopf_login.py")
-PEERING = "orbit"
 ORBIT = "orbit.dev/v1alpha1"
 # Short intervals so the timers (resync, autoscale) and retries show within a test's deadline.
 RESYNC_SECONDS = "1"
@@ -38,34 +37,6 @@ RETRY_SECONDS = "1"
 SERVER_URL = "http://orbit.test:8080"
 
 T = TypeVar("T")
-
-CLUSTER_PEERING_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusterkopfpeerings.kopf.dev"},
-    "spec": {
-        "group": "kopf.dev",
-        "scope": "Cluster",
-        "names": {
-            "kind": "ClusterKopfPeering",
-            "plural": "clusterkopfpeerings",
-            "singular": "clusterkopfpeering",
-        },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
 
 
 def free_port() -> int:
@@ -258,15 +229,9 @@ def start_api() -> EmulatorThread:
 
 @pytest.fixture(scope="session")
 def kube_api() -> Iterator[EmulatorThread]:
-    """The emulated API server with Orbit's CRDs and the Kopf peering object."""
+    """The emulated API server with Orbit's CRDs."""
     api = start_api()
     RUNNING.add(api.stop)
-    client = Kube(api.url)
-    client.create(CLUSTER_PEERING_CRD)
-    client.create(
-        {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": PEERING}}
-    )
-    client.http.close()
     yield api
     RUNNING.stop_all()
 
@@ -283,7 +248,7 @@ def operator(
     operator_ports: dict[str, int],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[KopfRunner]:
-    """`kopf run -A --peering orbit -m orbit_operator` against the emulator and MariaDB."""
+    """`kopf run -A --standalone -m orbit_operator` against the emulator and MariaDB."""
     kubeconfig = write_kubeconfig(tmp_path_factory.mktemp("operator") / "kubeconfig", kube_api.url)
     env = {
         "KUBECONFIG": str(kubeconfig),
@@ -304,7 +269,7 @@ def operator(
     for name in [m for m in sys.modules if m.split(".")[0] == "orbit_operator"]:
         del sys.modules[name]
     liveness = f"http://127.0.0.1:{operator_ports['liveness']}/healthz"
-    args = ["run", "-A", f"--peering={PEERING}", f"--liveness={liveness}"]
+    args = ["run", "-A", "--standalone", f"--liveness={liveness}"]
     if os.environ.get("ORBIT_TEST_OPERATOR_LOG"):
         args.append("--verbose")
     args += ["-m", "orbit_operator", str(LOGIN_MODULE)]

@@ -101,6 +101,9 @@ class OrbitKubeEmulator(k8s.KubernetesScaffold):
     _log: list[tuple[int, references.resource, Obj]] = attrs.field(factory=list, init=False)
     _rv: int = attrs.field(default=1, init=False)
     _tick: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    # (action, plural) of every request served: what the operator asked the API server for.
+    served: set[tuple[str, str]] = attrs.field(factory=set, init=False)
+    served_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -117,6 +120,9 @@ class OrbitKubeEmulator(k8s.KubernetesScaffold):
         # KMock's request history, so keep only the request being served (the last one,
         # appended just before this call with no await in between).
         del self._requests[:-1]
+        if request.action is not None and request.resource is not None:
+            with self.served_lock:
+                self.served.add((request.action.value, request.resource.plural))
         return await super()._handle(request)
 
     # --- resources -----------------------------------------------------------------------
@@ -382,6 +388,13 @@ class EmulatorThread:
         if self._error is not None:
             raise self._error
         return self
+
+    def served(self) -> set[tuple[str, str]]:
+        """(action, plural) of every request served so far, e.g. ("FETCH", "secrets")."""
+        if self.emulator is None:
+            return set()
+        with self.emulator.served_lock:
+            return set(self.emulator.served)
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:

@@ -52,7 +52,6 @@ def test_orbit_operator_reconciles_and_logs_json(
             [
                 ORBIT,
                 "operator",
-                "--standalone",
                 "--metrics-port",
                 "0",
                 "--liveness",
@@ -109,7 +108,6 @@ def test_a_restarted_operator_resumes_and_repairs_what_changed_while_it_was_down
             [
                 ORBIT,
                 "operator",
-                "--standalone",
                 "--metrics-port",
                 "0",
                 "--liveness",

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets as random
 from typing import Any, cast
 
 import httpx
 import kopf
 import pytest
-from conftest import PEERING, Kube, orbit_resource, wait_for
+from conftest import Kube, orbit_resource, secret, wait_for
+from kube_emulator import EmulatorThread
 from typer.testing import CliRunner
 
 from orbit.cli.main import app
@@ -25,11 +27,13 @@ def test_liveness_probe_reports_the_database(kube: Kube, operator_ports: dict[st
     assert response.json()["database"] == "ok"
 
 
-def test_reconcile_errors_are_counted_by_kind(
+def test_reconcile_errors_are_counted_and_durations_measured_by_kind(
     kube: Kube, operator_ports: dict[str, int], namespace: str
 ) -> None:
     kube.create(orbit_resource("Quota", namespace, "none", {}))
+    kube.create(orbit_resource("Queue", namespace, "counted", {}))
     kube.wait_ready("Quota", namespace, "none", status="False", reason="InvalidSpec")
+    kube.wait_ready("Queue", namespace, "counted")
 
     def scraped() -> str:
         url = f"http://127.0.0.1:{operator_ports['metrics']}/metrics"
@@ -39,14 +43,41 @@ def test_reconcile_errors_are_counted_by_kind(
 
     text = wait_for("error counter", scraped)
     assert 'orbit_operator_reconciles_total{kind="Queue",reason="Reconciled"}' in text
+    (count,) = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith('orbit_operator_reconcile_duration_seconds_count{kind="Queue"}')
+    ]
+    assert count >= 1, "reconcile durations are measured"
 
 
-def test_the_operator_takes_part_in_peering(kube: Kube) -> None:
-    peering = kube.get("kopf.dev/v1", "ClusterKopfPeering", None, PEERING)
-    assert peering is not None
-    peers = peering.get("status") or {}
-    assert len(peers) == 1, peers
-    assert next(iter(peers.values()))["priority"] == 0
+def test_the_operator_runs_standalone_without_peering_objects(
+    kube: Kube, kube_api: EmulatorThread, namespace: str
+) -> None:
+    """One replica with the Recreate strategy (the chart), so Kopf peering is not used: it would
+    pause every replica of equal priority, and its CRD is not installed."""
+    kube.create(orbit_resource("Queue", namespace, "standalone", {}))
+    kube.wait_ready("Queue", namespace, "standalone")
+    assert not [r for r in kube_api.served() if r[1] in ("clusterkopfpeerings", "kopfpeerings")]
+
+
+def test_the_operator_reads_secrets_only_by_name(
+    kube: Kube, kube_api: EmulatorThread, namespace: str
+) -> None:
+    """It never lists or watches Secrets (RBAC grants only get): Credentials name theirs."""
+    kube.create(secret(namespace, "by-name", token=random.token_hex(20)))
+    kube.create(
+        orbit_resource(
+            "Credential",
+            namespace,
+            "by-name",
+            {"secretRef": {"name": "by-name"}, "roles": ["submit"]},
+        )
+    )
+    kube.wait_ready("Credential", namespace, "by-name")
+    actions = {action for action, plural in kube_api.served() if plural == "secrets"}
+    assert "FETCH" in actions
+    assert not actions & {"LIST", "WATCH"}, actions
 
 
 def test_database_unavailable_reports_unknown_and_retries() -> None:
@@ -131,5 +162,6 @@ def test_orbit_operator_help() -> None:
     finally:
         root.handlers[:], root.level = handlers, level
     assert result.exit_code == 0, result.output
-    for option in ("--database-url", "--server-url", "--liveness", "--peering", "--metrics-port"):
+    for option in ("--database-url", "--server-url", "--liveness", "--metrics-port"):
         assert option in result.output
+    assert "--peering" not in result.output, "one replica, no peering"

@@ -88,6 +88,56 @@ def test_prune_removes_what_the_folder_no_longer_declares(store: sa.Engine, fold
     assert rows(store, quotas) == [] and len(rows(store, queues)) == 1
 
 
+def team_folder(tmp_path: Path, namespace: str, queue: str) -> Path:
+    target = tmp_path / namespace
+    target.mkdir()
+    (target / "queue.yaml").write_text(
+        f"apiVersion: orbit.dev/v1alpha1\nkind: Queue\n"
+        f"metadata: {{name: {queue}, namespace: {namespace}}}\nspec: {{}}\n"
+    )
+    return target
+
+
+def test_prune_only_touches_the_namespaces_the_applied_files_declare(
+    store: sa.Engine, tmp_path: Path
+) -> None:
+    """Applying team A's folder with --prune leaves team B's manifest rows alone."""
+    apply_manifests(store, [team_folder(tmp_path, "team-b", "billing")])
+    team_a = team_folder(tmp_path, "team-a", "emails")
+
+    lines = apply_manifests(store, [team_a], prune=True)
+
+    assert [(x.ref, x.action) for x in lines] == [("Queue/team-a/emails", "configured")]
+    assert {(q.namespace, q.name) for q in rows(store, queues)} == {
+        ("team-a", "emails"),
+        ("team-b", "billing"),
+    }
+
+
+def test_prune_namespace_prunes_a_namespace_the_files_no_longer_mention(
+    store: sa.Engine, tmp_path: Path
+) -> None:
+    team_b = team_folder(tmp_path, "team-b", "billing")
+    apply_manifests(store, [team_b])
+    (team_b / "queue.yaml").unlink()
+    team_a = team_folder(tmp_path, "team-a", "emails")
+
+    lines = apply_manifests(store, [team_a, team_b], prune=True, prune_namespaces=["team-b"])
+
+    assert ("Queue/team-b/billing", "pruned") in {(x.ref, x.action) for x in lines}
+    assert {(q.namespace, q.name) for q in rows(store, queues)} == {("team-a", "emails")}
+
+
+def test_cli_prune_namespace_needs_prune(store: sa.Engine, tmp_path: Path) -> None:
+    url = store.url.render_as_string(hide_password=False)
+    folder = team_folder(tmp_path, "team-a", "emails")
+    result = runner.invoke(
+        app, ["apply", "--database-url", url, "-f", str(folder), "--prune-namespace", "team-b"]
+    )
+    assert result.exit_code == 1
+    assert "--prune-namespace needs --prune" in result.output
+
+
 def test_an_invalid_manifest_applies_nothing_and_names_file_object_and_field(
     store: sa.Engine, folder: Path
 ) -> None:

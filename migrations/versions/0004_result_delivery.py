@@ -5,8 +5,8 @@ event_deliveries are rebuilt around the PENDING → DELIVERED | PARKED machine w
 that fences senders (both tables were drafts nothing wrote to, so they are recreated). audit_log
 gets the indexes `GET /v1/audit` filters by.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-30
 
 """
@@ -19,10 +19,14 @@ from sqlalchemy.dialects import mysql
 
 UTC_DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-revision: str = "0003"
-down_revision: str | Sequence[str] | None = "0002"
+revision: str = "0004"
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+# Old code never reads subscriptions or event_deliveries (they were unused drafts) and its outcome
+# transactions only add result_events, so it runs unchanged on this schema. During a rolling
+# upgrade, outcomes recorded by old replicas are not fanned out to subscriptions created meanwhile.
+expand_only = True
 
 AUDIT_INDEXES = {
     "ix_audit_log_by_time": ["namespace", "at", "id"],

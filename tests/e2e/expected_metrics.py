@@ -1,0 +1,31 @@
+"""The metrics a running `orbit server` must expose, with the labels each carries: the one list
+the scrape test (test_monitoring.py) checks and docs/operations/monitoring.md must document.
+
+Extend it when a component adds metrics (schedules, workflows, deliveries, DB retries …).
+"""
+
+from __future__ import annotations
+
+SERVER_METRICS: dict[str, tuple[str, ...]] = {
+    # counters (prometheus-client exposes them with the _total suffix)
+    "orbit_tasks_submitted_total": ("namespace", "queue", "result"),
+    "orbit_task_outcomes_total": ("namespace", "queue", "state"),
+    "orbit_task_reviews_total": ("namespace", "queue", "decision"),
+    "orbit_lease_expiries_total": (),
+    "orbit_engine_errors_total": ("loop",),
+    # histogram
+    "orbit_dispatch_latency_seconds": ("namespace", "queue"),
+    # gauges from MySQL, computed by the gauge loop (orbit/engines/gauges.py)
+    "orbit_queue_tasks": ("namespace", "queue", "state"),
+    "orbit_queue_oldest_waiting_seconds": ("namespace", "queue"),
+    "orbit_worker_sessions": ("namespace", "state"),
+    "orbit_gauges_refreshed_timestamp_seconds": (),
+}
+
+# The operator's own /metrics (tests/operator/test_operator_runtime.py scrapes them).
+OPERATOR_METRICS: dict[str, tuple[str, ...]] = {
+    "orbit_operator_reconciles_total": ("kind", "reason"),
+    "orbit_operator_reconcile_errors_total": ("kind", "reason"),
+    "orbit_operator_reconcile_duration_seconds": ("kind",),
+    "orbit_operator_worker_pods_total": ("action",),
+}

@@ -1,0 +1,129 @@
+"""The backlog as /metrics shows it: read_backlog (one read over the live tasks and sessions) and
+the gauge cache that serves it, refreshed by a loop and never by a scrape."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+
+from orbit.engines.gauges import GaugeCache
+from orbit_store.pulse.backlog import read_backlog
+
+from .pulse_driver import PulseDriver
+
+
+def depth(pulse: PulseDriver) -> dict[tuple[str, str], int]:
+    backlog = pulse.tx(read_backlog)
+    return {(d.queue, d.state): d.tasks for d in backlog.depth if d.namespace == pulse.namespace}
+
+
+def test_backlog_counts_live_tasks_by_queue_and_state_and_not_finished_ones(
+    pulse: PulseDriver,
+) -> None:
+    pulse.session()
+    for _ in range(3):
+        pulse.submit()
+    pulse.submit(delay_seconds=3600)
+    done = pulse.claim_one()
+    pulse.start(done)
+    pulse.succeed(done)
+    running = pulse.claim_one()
+    pulse.start(running)
+
+    assert depth(pulse) == {("default", "WAITING"): 2, ("default", "RUNNING"): 1}
+
+
+def test_oldest_waiting_age_is_measured_on_database_time_and_zero_when_nothing_is_due(
+    pulse: PulseDriver,
+) -> None:
+    pulse.submit(delay_seconds=600)
+    (oldest,) = [o for o in pulse.tx(read_backlog).oldest_waiting if o.namespace == pulse.namespace]
+    assert oldest.age_seconds == 0
+    pulse.advance(900)  # the task became due 300 s ago
+    (oldest,) = [o for o in pulse.tx(read_backlog).oldest_waiting if o.namespace == pulse.namespace]
+    assert 299 <= oldest.age_seconds <= 330
+
+
+def test_live_sessions_are_counted_per_namespace_and_state(pulse: PulseDriver) -> None:
+    session = pulse.session("w1")
+    pulse.session("w2")
+    pulse.drain(session.id)
+    counts = {
+        s.state: s.sessions
+        for s in pulse.tx(read_backlog).sessions
+        if s.namespace == pulse.namespace
+    }
+    assert counts == {"ACTIVE": 1, "DRAINING": 1}
+
+
+# --- the cache -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def statements(engine: sa.Engine) -> Iterator[list[str]]:
+    """Every SQL statement the engine runs while the test does."""
+    seen: list[str] = []
+
+    def record(*args: object) -> None:
+        seen.append(str(args[2]))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    yield seen
+    sa.event.remove(engine, "before_cursor_execute", record)
+
+
+def scrape(cache: GaugeCache) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    registry = CollectorRegistry()
+    registry.register(cache)
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in registry.collect()
+        for s in family.samples
+    }
+
+
+def test_scrapes_never_query_the_database_only_refreshes_do(
+    pulse: PulseDriver, engine: sa.Engine, statements: list[str]
+) -> None:
+    pulse.submit()
+    cache = GaugeCache(engine, interval=60)
+    cache.refresh()
+    statements.clear()
+
+    for _ in range(5):
+        samples = scrape(cache)
+
+    assert statements == []
+    key = (
+        "orbit_queue_tasks",
+        (("namespace", pulse.namespace), ("queue", "default"), ("state", "WAITING")),
+    )
+    assert samples[key] == 1
+
+
+def test_the_cache_shows_a_change_after_the_next_refresh(
+    pulse: PulseDriver, engine: sa.Engine
+) -> None:
+    cache = GaugeCache(engine, interval=60)
+    cache.refresh()
+    pulse.submit()
+    key = (
+        "orbit_queue_tasks",
+        (("namespace", pulse.namespace), ("queue", "default"), ("state", "WAITING")),
+    )
+    assert key not in scrape(cache)
+    cache.refresh()
+    assert scrape(cache)[key] == 1
+
+
+def test_nothing_is_served_before_the_first_refresh_or_once_it_is_stale(engine: sa.Engine) -> None:
+    cache = GaugeCache(engine, interval=0.01)
+    assert scrape(cache) == {}
+    cache.refresh()
+    assert any(name == "orbit_gauges_refreshed_timestamp_seconds" for name, _ in scrape(cache))
+    time.sleep(0.1)  # more than three intervals without a refresh
+    assert scrape(cache) == {}
