@@ -21,7 +21,7 @@ from . import _calls
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
 from .errors import TimeoutExpired
-from .models import SETTLED_STATES, Task, TaskDetail, TaskPage
+from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 10.0
@@ -79,6 +79,11 @@ class Client:
 
     def __repr__(self) -> str:  # never the token
         return f"Client({self.server!r})"
+
+    def whoami(self) -> Identity:
+        """The token's namespace, name and roles: use ``whoami().namespace`` when you hold a
+        token but not the name of its namespace."""
+        return Identity.model_validate(self._transport.send(_calls.whoami()).json())
 
     def submit(
         self,
@@ -267,6 +272,10 @@ class AsyncClient:
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.server!r})"
+
+    async def whoami(self) -> Identity:
+        """See ``Client.whoami``."""
+        return Identity.model_validate((await self._transport.send(_calls.whoami())).json())
 
     async def submit(
         self,

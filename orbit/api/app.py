@@ -9,13 +9,14 @@ from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from orbit import __version__
 from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
 from orbit.metrics import Metrics
 
-from . import problems, routes_health, routes_tasks, routes_workers
+from . import limits, problems, routes_health, routes_identity, routes_tasks, routes_workers
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .wakeups import Wakeups
@@ -56,7 +57,14 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         for loop in loops:
             loop.stop()
 
-    app = FastAPI(title="Orbit", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # /docs and /redoc load their assets from the package, not a CDN (air-gapped clusters).
+    app = FastAPIOffline(
+        title="Orbit",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.add_middleware(limits.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes))
     app.state.ctx = ctx
     app.state.engine = engine
     app.state.token_cache = TokenCache()
@@ -64,4 +72,5 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
     app.include_router(routes_health.router)
+    app.include_router(routes_identity.router)
     return app

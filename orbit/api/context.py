@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 
 from orbit.metrics import Metrics
 
+from .limits import DEFAULT_MAX_PAYLOAD_BYTES
 from .wakeups import Wakeups
 
 
@@ -23,6 +24,8 @@ class ServerSettings:
     heartbeat_interval: float = 10.0
     require_registered_pods: bool = False
     run_engines: bool = True
+    #: Largest params of a submission, or result + error of a completion (api/limits.py).
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 
 
 @dataclass
