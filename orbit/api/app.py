@@ -16,7 +16,15 @@ from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
 from orbit.metrics import Metrics
 
-from . import limits, problems, routes_health, routes_identity, routes_tasks, routes_workers
+from . import (
+    body_limit,
+    limits,
+    problems,
+    routes_health,
+    routes_identity,
+    routes_tasks,
+    routes_workers,
+)
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .wakeups import Wakeups
@@ -64,7 +72,9 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         description=DESCRIPTION,
         lifespan=lifespan,
     )
-    app.add_middleware(limits.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes))
+    app.add_middleware(
+        body_limit.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes)
+    )
     app.state.ctx = ctx
     app.state.engine = engine
     app.state.token_cache = TokenCache()

@@ -3,7 +3,7 @@
 twice so that a large request never costs the server its memory:
 
 1. **Before parsing**: the request body may be at most ``max_payload_bytes`` plus
-   ``ENVELOPE_BYTES`` for the rest of the request. ``BodyLimit`` refuses a larger
+   ``ENVELOPE_BYTES`` for the rest of the request. ``body_limit.BodyLimit`` refuses a larger
    ``Content-Length`` before reading anything and stops a body without one as soon as that many
    bytes arrived; nothing larger is ever parsed. (Starlette's own ``max_body_size`` does the same
    but answers every 413 in plain text, replacing our problem document.)
@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-
-from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 #: Room for everything else in a request body (handler, key, tokens, heartbeat batches).
@@ -67,48 +64,3 @@ def body_too_large_detail(max_payload_bytes: int) -> str:
         f"({max_payload_bytes} for params or a result, plus {ENVELOPE_BYTES} for the rest): "
         f"{ADVICE}"
     )
-
-
-class BodyTooLarge(HTTPException):
-    """Raised from ``receive`` while the route reads the body; FastAPI passes HTTP exceptions
-    through to the 413 handler in api/problems.py."""
-
-    def __init__(self) -> None:
-        super().__init__(413, "request body too large")
-
-
-class BodyLimit:
-    """ASGI middleware: a request body may be at most ``max_bytes`` (see the module docstring)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        received = 0
-
-        async def limited() -> Message:
-            nonlocal received
-            if declared is not None and declared > self.max_bytes:
-                raise BodyTooLarge  # before reading a single byte
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge
-            return message
-
-        await self.app(scope, limited, send)
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None

@@ -6,20 +6,22 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-
-from orbit.database import open_engine, redacted
-from orbit_store import migrate as store_migrate
-from orbit_store.grants import apply_grants, create_user_statement, grant_statements
-from orbit_store.verify import verify as store_verify
 
 from . import tokens
+from .exits import ExitCode
 from .options import DatabaseUrl, store_engine
 
+# The store is imported inside each command: `orbit admin --help` stays light.
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
 app.add_typer(tokens.app, name="token")
-out = Console()
-err = Console(stderr=True)
+
+
+def _out(text: str) -> None:
+    typer.echo(text)
+
+
+def _err(text: str) -> None:
+    typer.echo(text, err=True)
 
 
 @app.command()
@@ -31,23 +33,26 @@ def migrate(
     ] = False,
 ) -> None:
     """Upgrade the database schema to this version of Orbit (idempotent)."""
+    from orbit.database import open_engine, redacted
+    from orbit_store import migrate as store_migrate
+
     engine = open_engine(database_url)
     try:
         current, head = store_migrate.current_revision(engine), store_migrate.head_revision()
         if check:
             if current == head:
-                out.print(f"schema is current (revision {head})")
+                _out(f"schema is current (revision {head})")
                 return
-            err.print(f"schema is behind: database at {current or 'none'}, code needs {head}")
-            raise typer.Exit(1)
-        out.print(f"migrating {redacted(database_url)} from {current or 'empty'} to {head} …")
+            _err(f"schema is behind: database at {current or 'none'}, code needs {head}")
+            raise typer.Exit(ExitCode.FAILED)
+        _out(f"migrating {redacted(database_url)} from {current or 'empty'} to {head} …")
         report = store_migrate.upgrade(engine)
         if report.changed:
             for revision in report.applied:
-                out.print(f"  applied revision {revision}")
-            out.print(f"schema is now at revision {report.after}")
+                _out(f"  applied revision {revision}")
+            _out(f"schema is now at revision {report.after}")
         else:
-            out.print(f"nothing to do: schema already at revision {report.after}")
+            _out(f"nothing to do: schema already at revision {report.after}")
     finally:
         engine.dispose()
 
@@ -70,15 +75,18 @@ def grants(
     apply: Annotated[bool, typer.Option("--apply", help="Run the statements.")] = False,
 ) -> None:
     """Grant the application user least privilege: audit_log is INSERT/SELECT only."""
+    from orbit.database import open_engine
+    from orbit_store.grants import apply_grants, create_user_statement, grant_statements
+
     engine = open_engine(database_url, warn_durability=False)
     try:
         if engine.dialect.name == "sqlite":
-            err.print("grants apply to MySQL/MariaDB only; SQLite has no users")
-            raise typer.Exit(2)
+            _err("grants apply to MySQL/MariaDB only; SQLite has no users")
+            raise typer.Exit(ExitCode.USAGE)
         database = engine.url.database
         if not database:
-            err.print("the --database-url must name a database")
-            raise typer.Exit(2)
+            _err("the --database-url must name a database")
+            raise typer.Exit(ExitCode.USAGE)
         statements = grant_statements(database, app_user, host)
         if password is not None:
             statements.insert(0, create_user_statement(app_user, password, host))
@@ -93,11 +101,11 @@ def grants(
         ]
         if print_only or not apply:
             for statement in shown:
-                out.print(f"{statement};", markup=False, highlight=False)
+                _out(f"{statement};")
         if apply:
             with engine.begin() as conn:
                 apply_grants(conn, statements)
-            out.print(f"applied {len(statements)} statements for '{app_user}'@'{host}'")
+            _out(f"applied {len(statements)} statements for '{app_user}'@'{host}'")
     finally:
         engine.dispose()
 
@@ -110,6 +118,8 @@ def verify(
     ] = None,
 ) -> None:
     """Scan for violations of the invariants; print a JSON summary; exit 0 only when clean."""
+    from orbit_store.verify import verify as store_verify
+
     engine = store_engine(database_url)
     try:
         with engine.connect() as conn:
@@ -118,4 +128,4 @@ def verify(
         engine.dispose()
     typer.echo(json.dumps(report.as_dict(), indent=2))
     if not report.clean:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

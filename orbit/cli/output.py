@@ -80,9 +80,8 @@ def cell(value: Any) -> str:
     if value is None or value == "":
         return NONE
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.UTC)
-        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+        utc = value.astimezone(dt.UTC) if value.tzinfo is not None else value
+        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, bool):

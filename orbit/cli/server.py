@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-import uvicorn
 
-from orbit.api.app import create_app
-from orbit.api.context import ServerSettings
+from orbit.api.limits import DEFAULT_MAX_PAYLOAD_BYTES
 
+from .listen import MaxPayloadBytes, bind
 from .options import DatabaseUrl, store_engine
 
 
@@ -30,8 +29,15 @@ def server(
     heartbeat_interval: Annotated[
         float, typer.Option(help="Seconds between worker heartbeats (told to workers).")
     ] = 10.0,
+    max_payload_bytes: MaxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
+    import uvicorn
+
+    from orbit.api.app import create_app
+    from orbit.api.context import ServerSettings
+
+    sock = bind(host, port, "server")
     engine = store_engine(database_url, warn_durability=True)
     settings = ServerSettings(
         database_url=database_url,
@@ -40,7 +46,9 @@ def server(
         reaper_interval=reaper_interval,
         heartbeat_interval=heartbeat_interval,
         require_registered_pods=require_registered_pods,
+        max_payload_bytes=max_payload_bytes,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
     )
+    uvicorn.Server(config).run(sockets=[sock])

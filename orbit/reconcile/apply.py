@@ -43,7 +43,9 @@ def apply_manifests(
     Each object is one transaction; a dry run does everything in one transaction (so later
     objects see earlier ones, as they would for real) and rolls it back."""
     manifests = read(paths, default_namespace)
-    _check_queue_references(engine, manifests)
+    problems = manifests.problems + _queue_reference_problems(engine, manifests)
+    if problems:  # every problem of every kind in one report, and nothing written
+        raise ManifestError("\n".join(problems))
     if not dry_run:
         return _apply_all(lambda work: run_transaction(engine, work), manifests, prune)
     with engine.connect() as conn:
@@ -63,7 +65,7 @@ def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool) -> list[Line]
     return lines
 
 
-def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
+def _queue_reference_problems(engine: sa.Engine, manifests: ManifestSet) -> list[str]:
     """Quotas and WorkerPools may only name queues declared here or already in the store;
     checked before anything is written, so a dangling reference applies nothing."""
     declared = {(r.namespace, r.name) for r in manifests.resources if r.kind == "Queue"}
@@ -78,8 +80,7 @@ def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
                     f"{r.ref}: queue {queue!r} is not declared in namespace "
                     f"{r.namespace!r} (add a Queue manifest)"
                 )
-    if problems:
-        raise ManifestError("\n".join(problems))
+    return problems
 
 
 def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet) -> Line:
