@@ -159,3 +159,22 @@ def tenant(server: Server, mariadb_engine: sa.Engine) -> Iterator[Tenant]:
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def report_unknown_outcome(tenant: Tenant) -> None:
+    """Play a worker by hand: lease the namespace's one waiting task, start it, and report an
+    unknown outcome, so an unsafe task goes to NEEDS_REVIEW."""
+    base, headers = tenant.server.url, tenant.headers
+    session = httpx.post(
+        f"{base}/v1/worker-sessions",
+        headers=headers,
+        json={"namespace": tenant.namespace, "worker_name": "by-hand"},
+    ).json()
+    lease = httpx.post(
+        f"{base}/v1/worker-sessions/{session['id']}/lease", json={}, headers=headers
+    ).json()["leases"][0]
+    attempt = f"{base}/v1/attempts/{lease['attempt_id']}"
+    httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=headers)
+    httpx.post(
+        f"{attempt}/complete", json={"token": lease["token"], "outcome": "unknown"}, headers=headers
+    )
