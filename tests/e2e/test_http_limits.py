@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from orbit_sdk import Client
+
 from .conftest import Server, Tenant
 
 LIMIT = 1024 * 1024
@@ -50,6 +52,18 @@ def test_a_result_over_the_limit_is_refused_and_a_smaller_report_still_lands(
     assert (
         httpx.post(f"{attempt}/complete", json=small, headers=headers).json()["status"] == "applied"
     )
+
+
+def test_a_handlers_result_over_the_limit_fails_the_task_instead_of_hanging(
+    tenant: Tenant,
+) -> None:
+    tenant.start_worker()
+    params = {"blob": "x" * (LIMIT - 20)}  # under the limit; its echo with the generation is not
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(tenant.namespace, handler="e2e.echo", params=params)
+        done = client.wait(tenant.namespace, task.id, timeout=30)
+    assert done.state == "FAILED" and done.error["type"] == "CompletionRejected"
+    assert "the limit is 1048576 bytes" in done.error["message"]
 
 
 def _raw(server: Server) -> socket.socket:
