@@ -161,9 +161,9 @@ def tenant(server: Server, mariadb_engine: sa.Engine) -> Iterator[Tenant]:
             process.wait(10)
 
 
-def report_unknown_outcome(tenant: Tenant) -> None:
-    """Play a worker by hand: lease the namespace's one waiting task, start it, and report an
-    unknown outcome, so an unsafe task goes to NEEDS_REVIEW."""
+def lease_and_start(tenant: Tenant) -> tuple[str, str]:
+    """Play a worker by hand: lease the namespace's one waiting task and start it; returns the
+    attempt's URL and its token."""
     base, headers = tenant.server.url, tenant.headers
     session = httpx.post(
         f"{base}/v1/worker-sessions",
@@ -175,6 +175,12 @@ def report_unknown_outcome(tenant: Tenant) -> None:
     ).json()["leases"][0]
     attempt = f"{base}/v1/attempts/{lease['attempt_id']}"
     httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=headers)
+    return attempt, lease["token"]
+
+
+def report_unknown_outcome(tenant: Tenant) -> None:
+    """Lease, start and report an unknown outcome: an unsafe task goes to NEEDS_REVIEW."""
+    attempt, token = lease_and_start(tenant)
     httpx.post(
-        f"{attempt}/complete", json={"token": lease["token"], "outcome": "unknown"}, headers=headers
+        f"{attempt}/complete", json={"token": token, "outcome": "unknown"}, headers=tenant.headers
     )

@@ -13,7 +13,7 @@ import httpx
 
 from orbit_sdk import Client
 
-from .conftest import Server, Tenant
+from .conftest import Server, Tenant, lease_and_start
 
 LIMIT = 1024 * 1024
 TOO_BIG = {"blob": "x" * (LIMIT + 1)}
@@ -31,24 +31,14 @@ def test_params_over_the_limit_are_a_413_problem_naming_params(tenant: Tenant) -
 def test_a_result_over_the_limit_is_refused_and_a_smaller_report_still_lands(
     tenant: Tenant,
 ) -> None:
-    base, headers = tenant.server.url, tenant.headers
-    httpx.post(
-        f"{base}/v1/namespaces/{tenant.namespace}/tasks", headers=headers, json={"handler": "x"}
-    )
-    session = httpx.post(
-        f"{base}/v1/worker-sessions",
-        headers=headers,
-        json={"namespace": tenant.namespace, "worker_name": "w"},
-    ).json()
-    lease = httpx.post(
-        f"{base}/v1/worker-sessions/{session['id']}/lease", json={}, headers=headers
-    ).json()["leases"][0]
-    attempt = f"{base}/v1/attempts/{lease['attempt_id']}"
-    httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=headers)
-    big = {"token": lease["token"], "outcome": "succeeded", "result": TOO_BIG}
+    url = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks"
+    httpx.post(url, headers=tenant.headers, json={"handler": "x"})
+    attempt, token = lease_and_start(tenant)
+    headers = tenant.headers
+    big = {"token": token, "outcome": "succeeded", "result": TOO_BIG}
     refused = httpx.post(f"{attempt}/complete", json=big, headers=headers)
     assert refused.status_code == 413 and refused.json()["field"] == "result"
-    small = {"token": lease["token"], "outcome": "succeeded", "result": {"ok": True}}
+    small = {"token": token, "outcome": "succeeded", "result": {"ok": True}}
     assert (
         httpx.post(f"{attempt}/complete", json=small, headers=headers).json()["status"] == "applied"
     )
