@@ -258,3 +258,31 @@ def test_whoami_over_http_names_the_tokens_namespace_and_roles(tenant: Tenant) -
         "name": "e2e",
         "roles": ["review", "submit", "work"],
     }
+
+
+def test_list_watch_prints_a_task_again_each_time_it_changes_until_ctrl_c(
+    tenant: Tenant,
+) -> None:
+    import signal
+
+    watch = subprocess.Popen(
+        [ORBIT, "task", "list", "--watch", "--interval", "0.2", "-o", "json"],
+        cwd=ROOT,
+        env=tenant.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with Client(tenant.server.url, token=tenant.token) as client:
+            task = client.submit(tenant.namespace, handler="x", delay=3600)
+            assert watch.stdout is not None
+            first = json.loads(watch.stdout.readline())
+            client.cancel(tenant.namespace, task.id)
+            second = json.loads(watch.stdout.readline())
+    finally:
+        watch.send_signal(signal.SIGINT)
+        watch.wait(30)
+    assert (first["id"], first["state"]) == (task.id, "WAITING")
+    assert (second["id"], second["state"]) == (task.id, "CANCELLED")
+    assert watch.returncode == 0
