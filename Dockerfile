@@ -8,11 +8,12 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY orbit ./orbit
 COPY orbit_store ./orbit_store
-COPY orbit_sdk ./orbit_sdk
+COPY sdk ./sdk
 COPY operator ./operator
 COPY migrations ./migrations
 COPY crds ./crds
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# Both distributions at once: the server's dependency on orbit-platform-sdk resolves to ./sdk.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ./sdk .
 
 # --- run: the wheels only, no compiler, no build files, a non-root user -----------------------
 FROM python:3.11-slim

@@ -13,6 +13,8 @@ import logging
 import sys
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+#: Extra fields other libraries add that are noise in JSON: uvicorn's ANSI-coloured message copy.
+_DROPPED = _STANDARD | {"color_message"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -23,7 +25,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        entry.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
+        entry.update({k: v for k, v in record.__dict__.items() if k not in _DROPPED})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

@@ -1,4 +1,5 @@
-"""pyproject's explicit package list stays complete, and the CLI answers --version and --help."""
+"""pyproject's explicit package lists stay complete (the server's, and the SDK's own
+distribution in sdk/), and the CLI answers --version and --help."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ def _package_dirs() -> set[str]:
     for top in (
         "orbit",
         "orbit_store",
-        "orbit_sdk",
         "operator/orbit_operator",
         "migrations",
         "crds",
@@ -39,6 +39,19 @@ def test_every_python_package_is_listed_in_pyproject() -> None:
         tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     )
     assert _package_dirs() == listed
+
+
+def test_the_sdk_is_its_own_distribution_and_the_server_depends_on_it() -> None:
+    sdk = tomllib.loads((ROOT / "sdk" / "pyproject.toml").read_text())
+    packages = {
+        init.parent.relative_to(ROOT / "sdk").as_posix().replace("/", ".")
+        for init in (ROOT / "sdk" / "orbit_sdk").rglob("__init__.py")
+    }
+    assert set(sdk["tool"]["setuptools"]["packages"]) == packages
+    assert all(d.startswith(("httpx", "pydantic")) for d in sdk["project"]["dependencies"])
+    server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = f"{sdk['project']['name']}=={sdk['project']['version']}"
+    assert pinned in server
 
 
 def test_version_and_help() -> None:

@@ -3,14 +3,12 @@ in-process; `orbit worker examples.quickstart.worker:worker` runs it on its own.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from orbit_sdk import RetryableError, Worker
 
-worker = Worker(
-    namespace=os.environ.get("ORBIT_NAMESPACE", "dev"), queues=["default"], concurrency=4
-)
+# No namespace: the worker serves its token's own (ORBIT_TOKEN; the server says which).
+worker = Worker(queues=["default"], concurrency=4)
 
 
 @worker.handler("shop.echo")

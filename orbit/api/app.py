@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from orbit import __version__
 from orbit.engines.deliveries import WebhookSender
@@ -17,9 +18,12 @@ from orbit.engines.reaper import reaper_pass
 from orbit.metrics import Metrics
 
 from . import (
+    body_limit,
+    limits,
     problems,
     routes_audit,
     routes_health,
+    routes_identity,
     routes_subscriptions,
     routes_tasks,
     routes_workers,
@@ -68,7 +72,16 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         for loop in loops:
             loop.stop()
 
-    app = FastAPI(title="Orbit", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # /docs and /redoc load their assets from the package, not a CDN (air-gapped clusters).
+    app = FastAPIOffline(
+        title="Orbit",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.add_middleware(
+        body_limit.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes)
+    )
     app.state.ctx = ctx
     app.state.engine = engine
     app.state.token_cache = TokenCache()
@@ -78,4 +91,5 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.include_router(routes_health.router)
     app.include_router(routes_subscriptions.router)
     app.include_router(routes_audit.router)
+    app.include_router(routes_identity.router)
     return app

@@ -63,7 +63,11 @@ def authorize(credential: Credential, namespace: str, *roles: Role) -> None:
     """403 unless the token belongs to ``namespace`` and holds one of ``roles`` (or admin)."""
     if credential.namespace != namespace:
         raise ApiProblem(
-            403, "forbidden", f"this token is scoped to another namespace, not {namespace!r}"
+            403,
+            "forbidden",
+            f"this token belongs to namespace {credential.namespace!r}, not {namespace!r}: "
+            f"use namespace {credential.namespace!r} or a token of {namespace!r}",
+            token_namespace=credential.namespace,
         )
     if not any(credential.allows(role) for role in roles):
         wanted = " or ".join(r.value for r in roles)

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 
 from orbit.metrics import Metrics
 
+from .limits import DEFAULT_MAX_PAYLOAD_BYTES
 from .wakeups import Wakeups
 
 
@@ -26,6 +27,8 @@ class ServerSettings:
     run_engines: bool = True
     delivery_interval: float = 1.0
     webhook_secrets_dir: str | None = None
+    #: Largest params of a submission, or result + error of a completion (api/limits.py).
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 
 
 @dataclass

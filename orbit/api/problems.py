@@ -13,6 +13,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orbit_store import errors as store
 
+from . import limits
+
 PROBLEM_BASE = "https://orbit.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
 
@@ -23,6 +25,7 @@ TITLES = {
     "forbidden": "The token may not do this in this namespace",
     "not-found": "Not found",
     "validation": "The request is not valid",
+    "payload-too-large": "The request is too large",
     "idempotency-conflict": "Idempotency key reused for a different request",
     "conflict": "The request conflicts with the current state",
     "quota-exceeded": "A quota refused the request; nothing was written",
@@ -95,8 +98,30 @@ def install(app: FastAPI) -> None:
             422, "validation", "the request body or parameters are invalid", request, errors=details
         )
 
+    @app.exception_handler(limits.PayloadTooLarge)
+    async def _too_large(request: Request, exc: limits.PayloadTooLarge) -> JSONResponse:
+        return problem(
+            413,
+            "payload-too-large",
+            exc.detail,
+            request,
+            field=exc.field,
+            size_bytes=exc.size_bytes,
+            limit_bytes=exc.limit_bytes,
+        )
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 413:  # the body limit (max_body_size) stopped reading the body
+            limit = request.app.state.ctx.settings.max_payload_bytes
+            return problem(
+                413,
+                "payload-too-large",
+                limits.body_too_large_detail(limit),
+                request,
+                field="body",
+                limit_bytes=limits.body_limit(limit),
+            )
         slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "validation"}.get(
             exc.status_code, "validation" if exc.status_code < 500 else "internal"
         )

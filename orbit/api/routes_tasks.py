@@ -19,7 +19,7 @@ from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.submit import SubmitRequest
 
-from . import schemas
+from . import limits, schemas
 from .auth import READ_ROLES, CurrentCredential, authorize
 from .context import AppContext, Ctx
 from .problems import ApiProblem
@@ -35,7 +35,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
             "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         },
     }
-    for code in (400, 401, 403, 404, 409, 422, 429, 503)
+    for code in (400, 401, 403, 404, 409, 413, 422, 429, 503)
 }
 
 
@@ -105,8 +105,10 @@ def submit(
     response: Response,
 ) -> schemas.Task:
     """201 for a new task; 200 with ``replayed: true`` when the key names an identical request;
-    409 ``idempotency-conflict`` for a different request under the same key; 429 on a quota."""
+    409 ``idempotency-conflict`` for a different request under the same key; 429 on a quota;
+    413 ``payload-too-large`` when ``params`` exceed the server's ``max_payload_bytes``."""
     authorize(credential, namespace, Role.SUBMIT)
+    limits.check_payload(ctx.settings.max_payload_bytes, params=body.params)
     result = service.submit(ctx.engine, _request(namespace, body, credential.name))
     ctx.metrics.submissions.labels(
         namespace, body.queue, "replayed" if result.replayed else "new"

@@ -29,7 +29,7 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.pulse.start import start_attempt
 
-from . import schemas
+from . import limits, schemas
 from .auth import CurrentCredential, authorize
 from .context import AppContext, Ctx
 from .problems import ApiProblem
@@ -245,6 +245,7 @@ def complete(
     """``duplicate`` when this outcome was already recorded; 409 ``stale-attempt`` when the
     attempt was superseded (the report is kept on the attempt as evidence)."""
     namespace = _worker(credential)
+    limits.check_payload(ctx.settings.max_payload_bytes, result=body.result, error=body.error)
     result = run_transaction(
         ctx.engine,
         functools.partial(

@@ -147,6 +147,15 @@ class RetryRequest(Strict):
     safe_to_retry: bool = Field(..., description="Must be true: running it again is safe.")
 
 
+# --- identity ------------------------------------------------------------------------------
+
+
+class Identity(Out):
+    namespace: str = Field(..., description="The one namespace this token may act in.")
+    name: str
+    roles: list[str] = Field(..., examples=[["submit", "review"]])
+
+
 # --- worker protocol -----------------------------------------------------------------------
 
 

@@ -6,23 +6,24 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-
-from orbit.database import open_engine, redacted
-from orbit_store import migrate as store_migrate
-from orbit_store.compatibility import Verdict
-from orbit_store.grants import apply_grants, create_user_statement, grant_statements
-from orbit_store.verify import verify as store_verify
 
 from . import audit, retention, tokens
+from .exits import ExitCode
 from .options import DatabaseUrl, store_engine
 
+# The store is imported inside each command: `orbit admin --help` stays light.
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
 app.add_typer(tokens.app, name="token")
 app.add_typer(audit.app, name="audit")
 app.add_typer(retention.app, name="retention")
-out = Console()
-err = Console(stderr=True)
+
+
+def _out(text: str) -> None:
+    typer.echo(text)
+
+
+def _err(text: str) -> None:
+    typer.echo(text, err=True)
 
 
 @app.command()
@@ -34,6 +35,10 @@ def migrate(
     ] = False,
 ) -> None:
     """Upgrade the database schema to this version of Orbit (idempotent)."""
+    from orbit.database import open_engine, redacted
+    from orbit_store import migrate as store_migrate
+    from orbit_store.compatibility import Verdict
+
     engine = open_engine(database_url)
     try:
         current, head = store_migrate.current_revision(engine), store_migrate.head_revision()
@@ -41,24 +46,24 @@ def migrate(
         if compatibility.verdict in (Verdict.NEWER_COMPATIBLE, Verdict.NEWER_INCOMPATIBLE):
             # A newer release migrated this database (e.g. this is a rollback): nothing to apply.
             if compatibility.compatible:
-                out.print(f"nothing to do: {compatibility.explain()}")
+                _out(f"nothing to do: {compatibility.explain()}")
                 return
-            err.print(f"error: {compatibility.explain()}")
-            raise typer.Exit(1)
+            _err(f"error: {compatibility.explain()}")
+            raise typer.Exit(ExitCode.FAILED)
         if check:
             if current == head:
-                out.print(f"schema is current (revision {head})")
+                _out(f"schema is current (revision {head})")
                 return
-            err.print(f"schema is behind: database at {current or 'none'}, code needs {head}")
-            raise typer.Exit(1)
-        out.print(f"migrating {redacted(database_url)} from {current or 'empty'} to {head} …")
+            _err(f"schema is behind: database at {current or 'none'}, code needs {head}")
+            raise typer.Exit(ExitCode.FAILED)
+        _out(f"migrating {redacted(database_url)} from {current or 'empty'} to {head} …")
         report = store_migrate.upgrade(engine)
         if report.changed:
             for revision in report.applied:
-                out.print(f"  applied revision {revision}")
-            out.print(f"schema is now at revision {report.after}")
+                _out(f"  applied revision {revision}")
+            _out(f"schema is now at revision {report.after}")
         else:
-            out.print(f"nothing to do: schema already at revision {report.after}")
+            _out(f"nothing to do: schema already at revision {report.after}")
     finally:
         engine.dispose()
 
@@ -81,15 +86,18 @@ def grants(
     apply: Annotated[bool, typer.Option("--apply", help="Run the statements.")] = False,
 ) -> None:
     """Grant the application user least privilege: audit_log is INSERT/SELECT only."""
+    from orbit.database import open_engine
+    from orbit_store.grants import apply_grants, create_user_statement, grant_statements
+
     engine = open_engine(database_url, warn_durability=False)
     try:
         if engine.dialect.name == "sqlite":
-            err.print("grants apply to MySQL/MariaDB only; SQLite has no users")
-            raise typer.Exit(2)
+            _err("grants apply to MySQL/MariaDB only; SQLite has no users")
+            raise typer.Exit(ExitCode.USAGE)
         database = engine.url.database
         if not database:
-            err.print("the --database-url must name a database")
-            raise typer.Exit(2)
+            _err("the --database-url must name a database")
+            raise typer.Exit(ExitCode.USAGE)
         statements = grant_statements(database, app_user, host)
         if password is not None:
             statements.insert(0, create_user_statement(app_user, password, host))
@@ -104,11 +112,11 @@ def grants(
         ]
         if print_only or not apply:
             for statement in shown:
-                out.print(f"{statement};", markup=False, highlight=False)
+                _out(f"{statement};")
         if apply:
             with engine.begin() as conn:
                 apply_grants(conn, statements)
-            out.print(f"applied {len(statements)} statements for '{app_user}'@'{host}'")
+            _out(f"applied {len(statements)} statements for '{app_user}'@'{host}'")
     finally:
         engine.dispose()
 
@@ -121,6 +129,8 @@ def verify(
     ] = None,
 ) -> None:
     """Scan for violations of the invariants; print a JSON summary; exit 0 only when clean."""
+    from orbit_store.verify import verify as store_verify
+
     engine = store_engine(database_url)
     try:
         with engine.connect() as conn:
@@ -129,4 +139,4 @@ def verify(
         engine.dispose()
     typer.echo(json.dumps(report.as_dict(), indent=2))
     if not report.clean:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

@@ -7,10 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orbit.reconcile.apply import apply_manifests
-from orbit.reconcile.manifests import ManifestError
-from orbit_store.errors import StoreError
-
+from .exits import ExitCode
 from .options import Actor, DatabaseUrl, default_actor, store_engine
 
 
@@ -42,12 +39,19 @@ def apply(
 ) -> None:
     """Apply custom-resource manifests without a cluster, through the operator's reconcilers.
 
-    Every manifest is validated against the CRDs (defaults, schema, CEL rules) before anything
-    is written; an invalid one stops the whole apply. Secrets in the same files provide
-    Credential tokens (only their hash is stored). Every change is audited as --actor."""
+    Every manifest is validated against the CRDs (defaults, schema, CEL rules, queue references)
+    before anything is written; any problem stops the whole apply, and all of them are listed.
+    Secrets in the same files provide Credential tokens (only their hash is stored). Every
+    change is audited as --actor.
+    Exit codes: 0 applied; 2 invalid manifests or options (nothing applied); 3 applied, but
+    something is not ready or kept; 5 database unreachable or its schema not current."""
+    from orbit.reconcile.apply import apply_manifests
+    from orbit.reconcile.manifests import ManifestError
+    from orbit_store.errors import StoreError
+
     if prune_namespace and not prune:
         typer.echo("error: --prune-namespace needs --prune", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.USAGE)
     engine = store_engine(database_url)
     try:
         lines = apply_manifests(
@@ -61,10 +65,10 @@ def apply(
         )
     except ManifestError as exc:
         typer.echo(f"error: nothing was applied:\n{exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FAILED) from exc
     finally:
         engine.dispose()
     suffix = " (dry run)" if dry_run else ""
@@ -72,4 +76,4 @@ def apply(
         detail = f": {line.detail}" if line.detail else ""
         typer.echo(f"{line.ref} {line.action}{suffix}{detail}")
     if any(line.action in ("not ready", "kept") for line in lines):
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.INCOMPLETE)

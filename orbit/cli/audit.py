@@ -7,23 +7,37 @@ import datetime as dt
 import functools
 import json
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import sqlalchemy as sa
 import typer
-from rich.table import Table
 
-from orbit_store.audit import AuditEntry, AuditQuery, correct_audit, list_audit
-from orbit_store.db import run_transaction
-from orbit_store.errors import StoreError
-
+from .exits import ExitCode
 from .options import Actor, DatabaseUrl, default_actor, store_engine
-from .remote import console
+from .output import Column, Output, OutputFormat, print_list
 from .timeflags import parse_utc
 
+if TYPE_CHECKING:  # the store is imported inside each command: `orbit admin --help` stays light
+    import sqlalchemy as sa
+
+    from orbit_store.audit import AuditEntry, AuditQuery
+
 app = typer.Typer(help="Read, export and correct the audit trail.", no_args_is_help=True)
-out = console()
 PAGE = 500
+
+AUDIT_COLUMNS = [
+    Column("AT", lambda r: r["at"]),
+    Column("NAMESPACE", lambda r: r["namespace"]),
+    Column("ACTOR", lambda r: r["actor"]),
+    Column(
+        "ACTION",
+        lambda r: r["action"] + (f" (corrects {r['corrects_id']})" if r["corrects_id"] else ""),
+    ),
+    Column("RESOURCE", lambda r: f"{r['resource_kind']}/{r['resource_id']}"),
+    Column("VERSION", lambda r: r["resource_version"]),
+    Column("REASON", lambda r: r["reason"]),
+    Column("EVIDENCE", lambda r: r["evidence_ref"], wide=True),
+    Column("ID", lambda r: r["id"], wide=True),
+]
 
 NamespaceFilter = Annotated[
     str | None, typer.Option("--namespace", "-n", help="Only this namespace (default: all).")
@@ -49,6 +63,8 @@ def _query(
     until: str | None,
     newest_first: bool,
 ) -> AuditQuery:
+    from orbit_store.audit import AuditQuery
+
     kind, _, resource_id = (resource or "").partition("/")
     return AuditQuery(
         namespace=namespace,
@@ -65,6 +81,8 @@ def _query(
 def _rows(engine: sa.Engine, query: AuditQuery, limit: int | None) -> Iterator[AuditEntry]:
     """Every matching row, page by page, from ONE snapshot (REPEATABLE READ, read only): an
     export never mixes rows from before and after a concurrent change."""
+    from orbit_store.audit import list_audit
+
     with engine.connect() as conn:
         if conn.dialect.name != "sqlite":
             conn = conn.execution_options(isolation_level="REPEATABLE READ")
@@ -91,7 +109,7 @@ def list_(
     since: Since = None,
     until: Until = None,
     limit: Annotated[int, typer.Option(help="At most this many rows (newest first).")] = 50,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+    output: Output = OutputFormat.TABLE,
 ) -> None:
     """Show audit rows, newest first."""
     query = _query(namespace, by, action, resource, since, until, newest_first=True)
@@ -100,21 +118,7 @@ def list_(
         rows = list(_rows(engine, query, limit))
     finally:
         engine.dispose()
-    if output == "json":
-        typer.echo(json.dumps([r.as_json() for r in rows], indent=2, default=str))
-        return
-    table = Table("AT (UTC)", "NAMESPACE", "ACTOR", "ACTION", "RESOURCE", "VERSION", "REASON")
-    for r in rows:
-        table.add_row(
-            r.at.isoformat(timespec="seconds"),
-            r.namespace,
-            r.actor,
-            r.action + (f" (corrects {r.corrects_id})" if r.corrects_id else ""),
-            f"{r.resource_kind}/{r.resource_id}",
-            "-" if r.resource_version is None else str(r.resource_version),
-            r.reason,
-        )
-    out.print(table)
+    print_list([r.as_json() for r in rows], AUDIT_COLUMNS, output, empty="no audit rows match")
 
 
 @app.command()
@@ -131,7 +135,7 @@ def export(
     """Write every matching row, oldest first, to standard output (one consistent snapshot)."""
     if format != "jsonl":
         typer.echo("error: --format must be jsonl", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     query = _query(namespace, by, action, resource, since, until, newest_first=False)
     engine = store_engine(database_url)
     try:
@@ -154,11 +158,15 @@ def correct(
     actor: Actor = None,
 ) -> None:
     """Append a row that corrects another (linked by corrects_id); nothing is edited."""
+    from orbit_store.audit import correct_audit
+    from orbit_store.db import run_transaction
+    from orbit_store.errors import StoreError
+
     try:
         values = json.loads(correction) if correction else None
     except json.JSONDecodeError as exc:
         typer.echo(f"error: --correction is not valid JSON: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     engine = store_engine(database_url)
     try:
         new_id = run_transaction(
@@ -175,7 +183,7 @@ def correct(
         )
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FAILED) from exc
     finally:
         engine.dispose()
     typer.echo(f"appended correction {new_id} (corrects {audit_id})")

@@ -6,31 +6,33 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import uvicorn
-from rich.console import Console
 
-from orbit.api.app import create_app
-from orbit.api.context import ServerSettings
-from orbit.database import open_engine
-from orbit.reconcile.apply import apply_manifests
-from orbit.reconcile.manifests import ManifestError
-from orbit_store import migrate
-from orbit_store.credentials import Role, authenticate, create_token
-from orbit_store.db import run_transaction
-from orbit_store.ids import new_id
+from orbit.api.limits import DEFAULT_MAX_PAYLOAD_BYTES
 
+from .exits import ExitCode
+from .listen import MaxPayloadBytes, bind
 from .worker import load_worker
 
-out = Console(stderr=True)
+if TYPE_CHECKING:
+    import uvicorn
+
+
+def _say(text: str) -> None:
+    typer.echo(text, err=True)
 
 
 def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
     """Reuse the token saved beside the database, or create one with every role."""
+    from orbit_store.credentials import Role, authenticate, create_token
+    from orbit_store.db import run_transaction
+    from orbit_store.ids import new_id
+
     if token_file.exists():
         token = token_file.read_text().strip()
         with engine.connect() as conn:
@@ -76,8 +78,22 @@ def dev(
             help="Also run this SDK worker in-process (repeatable).",
         ),
     ] = None,
+    max_payload_bytes: MaxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> None:
-    """Run Orbit locally: API + engines on SQLite, a dev token, optional in-process workers."""
+    """Run Orbit locally: API + engines on SQLite, a dev token, optional in-process workers.
+
+    Exit codes: 0 stopped by SIGTERM/Ctrl-C; 2 invalid --manifests or --worker; 5 the port is
+    taken."""
+    import uvicorn
+
+    from orbit.api.app import create_app
+    from orbit.api.context import ServerSettings
+    from orbit.database import open_engine
+    from orbit.reconcile.apply import apply_manifests
+    from orbit.reconcile.manifests import ManifestError
+    from orbit_store import migrate
+
+    sock = bind(host, port, "dev")  # first: a taken port is all the user needs to hear about
     db.parent.mkdir(parents=True, exist_ok=True)
     engine = open_engine(f"sqlite:///{db}")
     report = migrate.upgrade(engine)
@@ -86,23 +102,23 @@ def dev(
         try:
             lines = apply_manifests(engine, manifests, default_namespace=namespace)
         except ManifestError as exc:
-            out.print(f"orbit dev: manifests not applied:\n{exc}", markup=False)
-            raise typer.Exit(1) from exc
+            _say(f"orbit dev: manifests not applied:\n{exc}")
+            raise typer.Exit(ExitCode.USAGE) from exc
         for line in lines:
-            out.print(f"  {line.ref} {line.action}", markup=False)
+            _say(f"  {line.ref} {line.action}")
     server = f"http://{host}:{port}"
-    out.print(f"orbit dev: state in {db} (schema {report.after}); serving {server}")
-    out.print("use it from another shell with:")
+    os.environ.update(ORBIT_SERVER=server, ORBIT_NAMESPACE=namespace, ORBIT_TOKEN=token)
+    workers = [load_worker(spec) for spec in worker or []]
+    _say(f"orbit dev: state in {db} (schema {report.after}); serving {server}")
+    _say("use it from another shell with:")
     print(
         f"export ORBIT_SERVER={server} ORBIT_NAMESPACE={namespace} ORBIT_TOKEN={token}", flush=True
     )
-    os.environ.update(ORBIT_SERVER=server, ORBIT_NAMESPACE=namespace, ORBIT_TOKEN=token)
-    workers = [load_worker(spec) for spec in worker or []]
-    threads = [w.run_in_thread() for w in workers]
     settings = ServerSettings(
         database_url=str(engine.url),
         host=host,
         port=port,
+        max_payload_bytes=max_payload_bytes,
         webhook_secrets_dir=os.environ.get("ORBIT_WEBHOOK_SECRETS_DIR"),
     )
     config = uvicorn.Config(
@@ -114,13 +130,38 @@ def dev(
         timeout_graceful_shutdown=15,
     )
     api = uvicorn.Server(config)
-    stop_api = api.handle_exit
+    threads = _start_workers_once_serving(api, workers)
+    api.handle_exit = _drain_then_stop(api, workers, threads)  # type: ignore[method-assign]
+    try:
+        api.run(sockets=[sock])
+    finally:
+        engine.dispose()
+        _say("orbit dev: stopped")
 
+
+def _start_workers_once_serving(api: uvicorn.Server, workers: list[Any]) -> list[threading.Thread]:
+    """Workers start when the API answers, so their first session call does not fail."""
+    threads: list[threading.Thread] = []
+
+    def start() -> None:
+        while not api.started and not api.should_exit:
+            time.sleep(0.02)
+        if not api.should_exit:
+            threads.extend(w.run_in_thread() for w in workers)
+
+    threading.Thread(target=start, name="orbit-dev-workers", daemon=True).start()
+    return threads
+
+
+def _drain_then_stop(
+    api: uvicorn.Server, workers: list[Any], threads: list[threading.Thread]
+) -> Any:
+    """Workers drain while the API is still up (they finish, hand back, close sessions); only
+    then does the API stop, and the process exits 0. A second signal forces it."""
+    stop_api = api.handle_exit
     draining = threading.Event()
 
-    def drain_workers_then_stop(sig: int, frame: FrameType | None) -> None:
-        # Workers drain while the API is still up (they finish, hand back, close sessions);
-        # only then does the API stop, and the process exits 0. A second signal forces it.
+    def handle(sig: int, frame: FrameType | None) -> None:
         if draining.is_set():
             stop_api(sig, frame)
             return
@@ -129,15 +170,10 @@ def dev(
         def drain() -> None:
             for w in workers:
                 w.stop()
-            for t in threads:
+            for t in list(threads):
                 t.join(timeout=60)
             api.should_exit = True
 
         threading.Thread(target=drain, name="orbit-dev-drain", daemon=True).start()
 
-    api.handle_exit = drain_workers_then_stop  # type: ignore[method-assign]
-    try:
-        api.run()
-    finally:
-        engine.dispose()
-        out.print("orbit dev: stopped")
+    return handle

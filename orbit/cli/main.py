@@ -1,4 +1,8 @@
-"""The `orbit` command line."""
+"""The `orbit` command line.
+
+Command groups are registered by module path in ``LAZY_COMMANDS`` and imported only when used
+(lazy.py), so client commands never load the server, the store or the operator.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +10,37 @@ from typing import Annotated
 
 import typer
 
-from orbit import __version__
-from orbit.logs import configure_logging
+from .lazy import LazyCommand, LazyGroup
 
-from . import admin, apply, dev, operator, outbox, server, subscriptions, tasks, worker
+
+class OrbitGroup(LazyGroup):
+    lazy_commands = {
+        "task": LazyCommand("orbit.cli.tasks:app"),
+        "worker": LazyCommand("orbit.cli.worker:worker"),
+        "dev": LazyCommand("orbit.cli.dev:dev"),
+        "server": LazyCommand("orbit.cli.server:server"),
+        "apply": LazyCommand("orbit.cli.apply:apply"),
+        "operator": LazyCommand("orbit.cli.operator:operator"),
+        "admin": LazyCommand("orbit.cli.admin:app"),
+        "outbox": LazyCommand("orbit.cli.outbox:app"),
+        "subscription": LazyCommand("orbit.cli.subscriptions:app"),
+    }
+
 
 app = typer.Typer(
     name="orbit",
+    cls=OrbitGroup,
     help="Orbit: task scheduling and workflows for Kubernetes, with authoritative state in MySQL.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-app.add_typer(admin.app, name="admin")
-app.command("dev")(dev.dev)
-app.command("apply")(apply.apply)
-app.command("server")(server.server)
-app.command("operator")(operator.operator)
-app.command("worker")(worker.worker)
-app.add_typer(tasks.app, name="task")
-app.add_typer(outbox.app, name="outbox")
-app.add_typer(subscriptions.app, name="subscription")
 
 
 def _print_version(value: bool) -> None:
     if value:
+        from orbit import __version__
+
         typer.echo(f"orbit {__version__}")
         raise typer.Exit()
 
@@ -45,4 +55,6 @@ def main(
     ] = False,
     log_level: Annotated[str, typer.Option(envvar="ORBIT_LOG_LEVEL", help="Log level.")] = "INFO",
 ) -> None:
+    from orbit.logs import configure_logging
+
     configure_logging(log_level)

@@ -1,41 +1,66 @@
-"""Options shared by several commands."""
+"""Options shared by the commands that open the database themselves."""
 
 from __future__ import annotations
 
 import getpass
 import socket
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-import sqlalchemy as sa
 import typer
 
-from orbit.database import open_engine, require_compatible_schema
-from orbit_store.errors import SchemaOutOfDate
+from .exits import ExitCode
+from .remote import fail
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 DatabaseUrl = Annotated[
     str,
     typer.Option(
         "--database-url",
         envvar="ORBIT_DATABASE_URL",
-        help="mysql+pymysql://USER:PASS@HOST:PORT/DB or sqlite:///PATH (env ORBIT_DATABASE_URL).",
+        help="mysql+pymysql://USER:PASS@HOST:PORT/DB or sqlite:///PATH.",
         show_default=False,
     ),
 ]
 
 
+def missing_sqlite_file(database_url: str) -> Path | None:
+    """The SQLite file a URL names, when it does not exist (connecting would create it empty)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    path = Path(url.database)
+    return None if path.exists() else path
+
+
 def store_engine(database_url: str, *, warn_durability: bool = False) -> sa.Engine:
-    """An engine on a reachable database whose schema matches this code, or a clear exit 2."""
+    """An engine on a reachable database whose schema matches this code, or a clear exit 5
+    (without creating an empty SQLite file where none was)."""
+    import sqlalchemy as sa
+
+    from orbit.database import open_engine, require_compatible_schema
+    from orbit_store.errors import SchemaOutOfDate
+
+    missing = missing_sqlite_file(database_url)
+    if missing is not None:
+        fail(
+            f"no database at {missing}: create it with `orbit admin migrate --database-url "
+            f"sqlite:///{missing}` (or use `orbit dev`)",
+            ExitCode.UNAVAILABLE,
+        )
     try:
         engine = open_engine(database_url, warn_durability=warn_durability)
     except sa.exc.OperationalError as exc:
-        typer.echo(f"error: cannot reach the database: {exc.orig}", err=True)
-        raise typer.Exit(2) from exc
+        fail(f"cannot reach the database: {exc.orig}", ExitCode.UNAVAILABLE)
     try:
         require_compatible_schema(engine)
     except (SchemaOutOfDate, sa.exc.OperationalError) as exc:
         engine.dispose()
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc), ExitCode.UNAVAILABLE)
     return engine
 
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-import sqlalchemy as sa
 import typer
 
-from orbit_sdk import Client
-from orbit_sdk.outbox import Relay, RelayPolicy, outbox_table
-
+from .exits import ExitCode
 from .remote import DEFAULT_SERVER, Server, Token
 
 app = typer.Typer(help="The client-side transactional outbox.", no_args_is_help=True)
@@ -44,11 +41,16 @@ def relay(
         float | None, typer.Option(help="Stop after this long (a time budget).")
     ] = None,
     server: Server = DEFAULT_SERVER,
-    token: Token = "",
+    token: Token = None,
 ) -> None:
     """Relay pending outbox rows: lease, submit outside any transaction, mark delivered with the
     task id. Safe to run several at once and to kill at any moment: a row sent but not marked is
     sent again later under the same key and Orbit answers with the original task."""
+    import sqlalchemy as sa
+
+    from orbit_sdk import Client
+    from orbit_sdk.outbox import Relay, RelayPolicy, outbox_table
+
     engine = sa.create_engine(database_url)
     policy = RelayPolicy(batch=batch, lease_seconds=lease_seconds, max_attempts=max_attempts)
     try:
@@ -59,7 +61,7 @@ def relay(
             )
     except sa.exc.OperationalError as exc:
         typer.echo(f"error: cannot use the outbox database: {exc.orig}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.UNAVAILABLE) from exc
     finally:
         engine.dispose()
     typer.echo(json.dumps(report.__dict__))

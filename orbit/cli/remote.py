@@ -1,34 +1,104 @@
-"""Options for commands that talk to a server through the SDK."""
+"""What every command that talks to a server shares: `--server`, `--token`, `--namespace`
+(default: the token's own, from ``GET /v1/whoami``), and one way of reporting the server's
+errors -- the problem's title and detail, every field it names (as the command's option when
+there is one), and the exit code from exits.py. No tracebacks for answers a user can act on."""
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
-Server = Annotated[
-    str,
-    typer.Option("--server", envvar="ORBIT_SERVER", help="Orbit server URL (env ORBIT_SERVER)."),
-]
-Token = Annotated[
-    str,
-    typer.Option(
-        "--token", envvar="ORBIT_TOKEN", help="Bearer token (env ORBIT_TOKEN).", show_default=False
-    ),
-]
-Namespace = Annotated[
-    str,
-    typer.Option(
-        "--namespace", "-n", envvar="ORBIT_NAMESPACE", help="Namespace (env ORBIT_NAMESPACE)."
-    ),
-]
-Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
+from orbit_sdk import Client, OrbitError, RetryPolicy, ServerUnreachable, Unauthorized
+from orbit_sdk.errors import field_errors
+
+from .exits import ExitCode, for_status
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
+Server = Annotated[
+    str,
+    typer.Option("--server", envvar="ORBIT_SERVER", help="Orbit server URL."),
+]
+Token = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="ORBIT_TOKEN",
+        help="Bearer token (`orbit dev` prints an export line).",
+        show_default=False,
+    ),
+]
+Namespace = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        envvar="ORBIT_NAMESPACE",
+        help="Namespace (default: the token's own).",
+        show_default=False,
+    ),
+]
 
-def console() -> Console:
-    """A console for tables: full width when piped, so ids are never cut short."""
-    return Console(width=None if sys.stdout.isatty() else 240)
+#: A person is waiting: a few quick tries, not the SDK's 30 s of patience.
+CLI_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.2, max_backoff=1.0, max_elapsed=5.0)
+
+
+@dataclass(frozen=True)
+class Remote:
+    client: Client
+    namespace: str
+
+
+def fail(message: str, code: ExitCode) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def report(exc: OrbitError, options: Mapping[str, str] | None = None, server: str = "") -> NoReturn:
+    """Print an SDK error for a person and exit with its code. ``options`` maps the API's field
+    names to this command's options (``{"page_size": "--limit"}``)."""
+    problem = exc.problem
+    if isinstance(exc, ServerUnreachable):
+        head = f"cannot reach the Orbit server at {server or 'its URL'} ({problem.detail})"
+        hint = "is it running? point --server or ORBIT_SERVER at it"
+    else:
+        head = problem.title if exc.client_side else f"{problem.title} ({problem.status})"
+        if problem.detail:
+            head += f": {problem.detail}"
+        hint = "pass --token or set ORBIT_TOKEN" if isinstance(exc, Unauthorized) else ""
+    typer.echo(f"error: {head}", err=True)
+    for field, message in field_errors(problem):
+        option = (options or {}).get(field.split(".")[0].split("[")[0])
+        typer.echo(f"  {f'{option} ({field})' if option else field}: {message}", err=True)
+    if hint:
+        typer.echo(f"  {hint}", err=True)
+    raise typer.Exit(for_status(problem.status, client_side=exc.client_side))
+
+
+@contextmanager
+def remote(
+    server: str,
+    token: str | None,
+    namespace: str | None,
+    options: Mapping[str, str] | None = None,
+) -> Iterator[Remote]:
+    """A client and the namespace to use; any SDK error inside is reported (see ``report``)."""
+    if not token:
+        fail(
+            "no token: pass --token or set ORBIT_TOKEN (with `orbit dev`, run the export line "
+            "it printed)",
+            ExitCode.AUTH,
+        )
+    if logging.getLogger().level > logging.DEBUG:
+        # The SDK logs each retry; a person only needs the final answer.
+        logging.getLogger("orbit_sdk").setLevel(logging.ERROR)
+    with Client(server, token=token, retry=CLI_RETRY) as client:
+        try:
+            yield Remote(client, namespace or client.whoami().namespace)
+        except OrbitError as exc:
+            report(exc, options, client.server)

@@ -3,20 +3,18 @@ much of it is protected. It counts; it never deletes."""
 
 from __future__ import annotations
 
-import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-
-from orbit_store.retention import Inventory, retention_inventory
 
 from .options import DatabaseUrl, store_engine
-from .remote import console
+from .output import Output, OutputFormat, document, table
 from .timeflags import parse_utc
 
+if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
+    from orbit_store.retention import Inventory
+
 app = typer.Typer(help="Retention: count what is old, delete nothing.", no_args_is_help=True)
-out = console()
 
 
 @app.command()
@@ -28,10 +26,12 @@ def inventory(
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Only this namespace (default: all).")
     ] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+    output: Output = OutputFormat.TABLE,
 ) -> None:
     """Count rows created before --before per data group, protected vs unprotected. Read-only:
     nothing is deleted, and the counts are not a licence to delete."""
+    from orbit_store.retention import retention_inventory
+
     cutoff = parse_utc(before, "--before")
     engine = store_engine(database_url)
     try:
@@ -42,24 +42,19 @@ def inventory(
                 report = retention_inventory(conn, before=cutoff, namespace=namespace)
     finally:
         engine.dispose()
-    if output == "json":
-        typer.echo(json.dumps(report.as_json(), indent=2))
+    if output.is_document:
+        typer.echo(document(report.as_json(), output))
         return
     _print(report)
 
 
 def _print(report: Inventory) -> None:
     scope = f"namespace {report.namespace}" if report.namespace else "all namespaces"
-    out.print(f"Rows created before {report.before.isoformat()}Z ({scope}):", markup=False)
-    table = Table("GROUP", "TABLE", "OLDER", "PROTECTED", "UNPROTECTED", "PROTECTED BECAUSE")
-    for g in report.groups:
-        table.add_row(
-            g.group,
-            g.table,
-            str(g.older),
-            str(g.protected),
-            str(g.unprotected),
-            g.protected_because,
-        )
-    out.print(table)
-    out.print("Inventory only: nothing was deleted.")
+    typer.echo(f"Rows created before {report.before.isoformat()}Z ({scope}):")
+    headers = ["GROUP", "TABLE", "OLDER", "PROTECTED", "UNPROTECTED", "PROTECTED BECAUSE"]
+    cells = [
+        [g.group, g.table, str(g.older), str(g.protected), str(g.unprotected), g.protected_because]
+        for g in report.groups
+    ]
+    typer.echo(table(headers, cells))
+    typer.echo("Inventory only: nothing was deleted.")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-import uvicorn
 
-from orbit.api.app import create_app
-from orbit.api.context import ServerSettings
+from orbit.api.limits import DEFAULT_MAX_PAYLOAD_BYTES
 
+from .listen import MaxPayloadBytes, bind
 from .options import DatabaseUrl, store_engine
 
 
@@ -47,8 +46,15 @@ def server(
             min=0.1, help="Seconds between refreshes of the backlog gauges served on /metrics."
         ),
     ] = 15.0,
+    max_payload_bytes: MaxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
+    import uvicorn
+
+    from orbit.api.app import create_app
+    from orbit.api.context import ServerSettings
+
+    sock = bind(host, port, "server")
     engine = store_engine(database_url, warn_durability=True)
     settings = ServerSettings(
         database_url=database_url,
@@ -60,7 +66,9 @@ def server(
         require_registered_pods=require_registered_pods,
         delivery_interval=delivery_interval,
         webhook_secrets_dir=webhook_secrets_dir,
+        max_payload_bytes=max_payload_bytes,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
     )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -6,35 +6,35 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from .remote import DEFAULT_SERVER, Namespace, Output, Server, Token, console
-from .tasks import _call
+from .output import Column, Output, OutputFormat, document, plain, print_list
+from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
 
 app = typer.Typer(
     help="Declare result subscriptions, pull and acknowledge events, redrive parked ones.",
     no_args_is_help=True,
 )
-out = console()
 Name = Annotated[str, typer.Argument(help="Subscription name.")]
 Reason = Annotated[str, typer.Option(help="Why (recorded in the audit log).")]
 
 
-def _print(items: list[Any], output: str) -> None:
-    if output == "json":
-        typer.echo(json.dumps([i.model_dump(mode="json") for i in items], indent=2))
-        return
-    table = Table("NAME", "MODE", "TARGET", "FILTER", "PENDING", "DELIVERED", "PARKED")
-    for s in items:
-        wanted = {k: v for k, v in s.filter.model_dump().items() if v}
-        table.add_row(
-            s.name,
-            s.mode,
-            s.url or "-",
-            json.dumps(wanted) if wanted else "everything",
-            *(str(s.deliveries.get(state, 0)) for state in ("PENDING", "DELIVERED", "PARKED")),
-        )
-    out.print(table)
+def _deliveries(state: str) -> Column:
+    return Column(state, lambda s: s.deliveries.get(state, 0))
+
+
+def _wanted(s: Any) -> str:
+    wanted = {k: v for k, v in s.filter.model_dump().items() if v}
+    return json.dumps(wanted) if wanted else "everything"
+
+
+SUBSCRIPTION_COLUMNS = [
+    Column.field("name"),
+    Column.field("mode"),
+    Column("TARGET", lambda s: s.url or "-"),
+    Column("FILTER", _wanted),
+    *(_deliveries(state) for state in ("PENDING", "DELIVERED", "PARKED")),
+    Column.field("max_attempts", wide=True),
+]
 
 
 @app.command()
@@ -55,17 +55,15 @@ def put(
     ] = None,
     max_attempts: Annotated[int, typer.Option(help="Then the delivery is PARKED.")] = 10,
     reason: Reason = "",
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
-    token: Token = "",
-    output: Output = "table",
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
 ) -> None:
     """Create or update a subscription (admin role; audited)."""
-    sub = _call(
-        server,
-        token,
-        lambda c: c.put_subscription(
-            namespace,
+    with remote(server, token, namespace) as r:
+        sub = r.client.put_subscription(
+            r.namespace,
             name,
             mode=mode,
             queues=queue,
@@ -75,20 +73,24 @@ def put(
             secret_ref=secret_ref,
             max_attempts=max_attempts,
             reason=reason,
-        ),
-    )
-    _print([sub], output)
+        )
+    if output.is_document:
+        typer.echo(document(plain(sub), output))
+    else:
+        print_list([sub], SUBSCRIPTION_COLUMNS, output)
 
 
 @app.command("list")
 def list_(
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
-    token: Token = "",
-    output: Output = "table",
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
 ) -> None:
     """List subscriptions with their deliveries per state."""
-    _print(_call(server, token, lambda c: c.list_subscriptions(namespace)), output)
+    with remote(server, token, namespace) as r:
+        subs = r.client.list_subscriptions(r.namespace)
+    print_list(subs, SUBSCRIPTION_COLUMNS, output, empty="no subscriptions")
 
 
 @app.command()
@@ -99,18 +101,15 @@ def delete(
         bool,
         typer.Option("--discard-undelivered", help="Also drop PENDING/PARKED deliveries."),
     ] = False,
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
-    token: Token = "",
+    token: Token = None,
 ) -> None:
     """Delete a subscription (refused while deliveries are undelivered unless told; audited)."""
-    removed = _call(
-        server,
-        token,
-        lambda c: c.delete_subscription(
-            namespace, name, reason=reason, discard_undelivered=discard_undelivered
-        ),
-    )
+    with remote(server, token, namespace) as r:
+        removed = r.client.delete_subscription(
+            r.namespace, name, reason=reason, discard_undelivered=discard_undelivered
+        )
     typer.echo(f"deleted subscription {name!r}; removed deliveries: {json.dumps(removed)}")
 
 
@@ -118,12 +117,13 @@ def delete(
 def redrive(
     name: Name,
     reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")],
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
-    token: Token = "",
+    token: Token = None,
 ) -> None:
     """Send PARKED deliveries again with a fresh attempt budget (admin role; audited)."""
-    count = _call(server, token, lambda c: c.redrive_subscription(namespace, name, reason=reason))
+    with remote(server, token, namespace) as r:
+        count = r.client.redrive_subscription(r.namespace, name, reason=reason)
     typer.echo(f"redriven {count} parked deliveries of {name!r}")
 
 
@@ -133,19 +133,18 @@ def pull(
     limit: Annotated[int, typer.Option(help="At most this many events.")] = 10,
     ack_deadline: Annotated[float, typer.Option(help="Seconds until unacked come back.")] = 30,
     ack: Annotated[bool, typer.Option("--ack", help="Acknowledge what was printed.")] = False,
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
-    token: Token = "",
+    token: Token = None,
 ) -> None:
     """Pull events of a pull subscription as JSON lines (and acknowledge them with --ack)."""
-    batch = _call(
-        server,
-        token,
-        lambda c: c.pull_events(namespace, name, limit=limit, ack_deadline_seconds=ack_deadline),
-    )
-    for event in batch.events:
-        typer.echo(event.model_dump_json())
-    if ack and batch.events:
-        ids = [e.id for e in batch.events]
-        _call(server, token, lambda c: c.ack_events(namespace, name, ids))
-        typer.echo(f"acknowledged {len(ids)} events", err=True)
+    with remote(server, token, namespace) as r:
+        batch = r.client.pull_events(
+            r.namespace, name, limit=limit, ack_deadline_seconds=ack_deadline
+        )
+        for event in batch.events:
+            typer.echo(event.model_dump_json())
+        if ack and batch.events:
+            ids = [e.id for e in batch.events]
+            r.client.ack_events(r.namespace, name, ids)
+            typer.echo(f"acknowledged {len(ids)} events", err=True)

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import functools
-import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from orbit_store.credentials import create_token, list_credentials, revoke_credential
-from orbit_store.db import run_transaction
-from orbit_store.errors import StoreError
-from orbit_store.ids import new_id
-
+from .exits import ExitCode
 from .options import Actor, DatabaseUrl, default_actor, store_engine
+from .output import Column, Output, OutputFormat, print_list
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
-out = Console()
+
+TOKEN_COLUMNS = [
+    Column("NAMESPACE", lambda r: r["namespace"]),
+    Column("NAME", lambda r: r["name"]),
+    Column("ROLES", lambda r: " ".join(r["roles"])),
+    Column("SOURCE", lambda r: r["source"]),
+    Column("CREATED_AT", lambda r: r["created_at"]),
+    Column("REVOKED_AT", lambda r: r["revoked_at"]),
+]
 
 
 @app.command()
@@ -35,6 +37,11 @@ def create(
     actor: Actor = None,
 ) -> None:
     """Create a token; it is printed once and only its hash is stored (audited)."""
+    from orbit_store.credentials import create_token
+    from orbit_store.db import run_transaction
+    from orbit_store.errors import StoreError
+    from orbit_store.ids import new_id
+
     engine = store_engine(database_url)
     try:
         issued = run_transaction(
@@ -51,7 +58,7 @@ def create(
         )
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FAILED) from exc
     finally:
         engine.dispose()
     cred = issued.credential
@@ -66,10 +73,14 @@ def create(
 @app.command("list")
 def list_(
     database_url: DatabaseUrl,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this namespace.")
+    ] = None,
+    output: Output = OutputFormat.TABLE,
 ) -> None:
     """List tokens (never their secrets)."""
+    from orbit_store.credentials import list_credentials
+
     engine = store_engine(database_url)
     try:
         with engine.connect() as conn:
@@ -87,31 +98,22 @@ def list_(
         }
         for c in creds
     ]
-    if output == "json":
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    table = Table("NAMESPACE", "NAME", "ROLES", "SOURCE", "CREATED", "REVOKED")
-    for r in rows:
-        table.add_row(
-            r["namespace"],
-            r["name"],
-            " ".join(r["roles"]),
-            r["source"],
-            r["created_at"],
-            r["revoked_at"] or "-",
-        )
-    out.print(table)
+    print_list(rows, TOKEN_COLUMNS, output, empty="no tokens found")
 
 
 @app.command()
 def revoke(
     database_url: DatabaseUrl,
-    namespace: Annotated[str, typer.Option("--namespace", "-n")],
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The token's namespace.")],
     name: Annotated[str, typer.Option(help="The token's name.")],
     reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")] = "",
     actor: Actor = None,
 ) -> None:
     """Revoke a token (servers stop accepting it within seconds; audited)."""
+    from orbit_store.credentials import revoke_credential
+    from orbit_store.db import run_transaction
+    from orbit_store.errors import StoreError
+
     engine = store_engine(database_url)
     try:
         run_transaction(
@@ -126,7 +128,7 @@ def revoke(
         )
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FAILED) from exc
     finally:
         engine.dispose()
     typer.echo(f"revoked token {name!r} in namespace {namespace!r}")

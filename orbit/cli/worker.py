@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from .remote import Namespace, Server, Token
+
 
 def load_worker(spec: str) -> Any:
     """Import ``module:attribute`` (the working directory is importable, as with uvicorn)."""
@@ -29,6 +31,9 @@ def load_worker(spec: str) -> Any:
 
 def worker(
     spec: Annotated[str, typer.Argument(metavar="MODULE:WORKER", help="e.g. myapp.tasks:worker")],
+    server: Server = "",
+    token: Token = None,
+    namespace: Namespace = None,
     concurrency: Annotated[
         int | None,
         typer.Option(
@@ -45,10 +50,30 @@ def worker(
         ),
     ] = None,
 ) -> None:
-    """Run a worker: lease, run handlers, heartbeat; drain gracefully on SIGTERM."""
+    """Run a worker: lease, run handlers, heartbeat; drain gracefully on SIGTERM.
+
+    The token needs the work role. --server and --token (or ORBIT_SERVER and ORBIT_TOKEN) apply
+    to a Worker that does not name its own; without --namespace the worker serves the token's
+    namespace."""
+    from orbit_sdk import OrbitError
+
+    from .exits import ExitCode
+    from .remote import fail, report
+
+    if not (token or os.environ.get("ORBIT_TOKEN")):
+        fail(
+            "no token: pass --token or set ORBIT_TOKEN (a token with the work role)", ExitCode.AUTH
+        )
+    # The SDK reads these when the Worker is constructed, i.e. while its module is imported.
+    os.environ.update({k: v for k, v in (("ORBIT_SERVER", server), ("ORBIT_TOKEN", token)) if v})
     loaded = load_worker(spec)
+    if namespace:
+        loaded.namespace = namespace
     if concurrency is not None:
         loaded.concurrency = concurrency
     if queues:
         loaded.queues = [q.strip() for q in queues.split(",") if q.strip()]
-    loaded.run()
+    try:
+        loaded.run()
+    except OrbitError as exc:
+        report(exc, server=loaded.server)

@@ -48,7 +48,9 @@ def apply_manifests(
     the namespaces the manifests declare objects in, or exactly ``prune_namespaces`` when given
     (as kubectl's --prune needs a selector): applying one team's folder never prunes another's."""
     manifests = read(paths, default_namespace)
-    _check_queue_references(engine, manifests)
+    problems = manifests.problems + _queue_reference_problems(engine, manifests)
+    if problems:  # every problem of every kind in one report, and nothing written
+        raise ManifestError("\n".join(problems))
     scope = sorted(set(prune_namespaces or [r.namespace for r in manifests.resources]))
     prune_scope = scope if prune else []
     if not dry_run:
@@ -72,7 +74,7 @@ def _apply_all(
     return lines
 
 
-def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
+def _queue_reference_problems(engine: sa.Engine, manifests: ManifestSet) -> list[str]:
     """Quotas and WorkerPools may only name queues declared here or already in the store;
     checked before anything is written, so a dangling reference applies nothing."""
     declared = {(r.namespace, r.name) for r in manifests.resources if r.kind == "Queue"}
@@ -87,8 +89,7 @@ def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
                     f"{r.ref}: queue {queue!r} is not declared in namespace "
                     f"{r.namespace!r} (add a Queue manifest)"
                 )
-    if problems:
-        raise ManifestError("\n".join(problems))
+    return problems
 
 
 def _apply_one(run: Run[Any], resource: Resource, manifests: ManifestSet, actor: str) -> Line:

@@ -37,12 +37,13 @@ class Manifest:
 
 @dataclass(frozen=True)
 class ManifestSet:
-    resources: list[Resource]
+    resources: list[Resource]  # the admitted ones
     secrets: dict[tuple[str, str], dict[str, str]]
     skipped: list[str]
+    problems: list[str]  # why the others were refused; nothing may be applied while any exist
 
 
-def _files(paths: list[Path]) -> list[Path]:
+def _files(paths: list[Path], problems: list[str]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -50,24 +51,28 @@ def _files(paths: list[Path]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         else:
-            raise ManifestError(f"{path}: no such file or directory")
+            problems.append(f"{path}: no such file or directory")
     return found
 
 
-def load(paths: list[Path]) -> list[Manifest]:
-    manifests = []
-    for path in _files(paths):
+def load(paths: list[Path]) -> tuple[list[Manifest], list[str]]:
+    """Every document under ``paths``, and the problems of files that could not be read."""
+    manifests: list[Manifest] = []
+    problems: list[str] = []
+    for path in _files(paths, problems):
         try:
             docs = list(yaml.safe_load_all(path.read_text()))
         except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: not valid YAML: {exc}") from exc
+            problems.append(f"{path}: not valid YAML: {exc}")
+            continue
         for index, doc in enumerate(docs, start=1):
             if doc is None:
                 continue
             if not isinstance(doc, dict):
-                raise ManifestError(f"{path} (document {index}): not a Kubernetes object")
+                problems.append(f"{path} (document {index}): not a Kubernetes object")
+                continue
             manifests.append(Manifest(path, index, doc))
-    return manifests
+    return manifests, problems
 
 
 def _secret_data(m: Manifest) -> dict[str, str]:
@@ -82,14 +87,18 @@ def _secret_data(m: Manifest) -> dict[str, str]:
 
 
 def read(paths: list[Path], default_namespace: str) -> ManifestSet:
-    """Load and admit every manifest; raise ManifestError listing every problem found."""
-    resources, secrets, skipped, problems = [], {}, [], []
+    """Load and admit every manifest, collecting every problem (the caller decides)."""
+    resources, secrets, skipped = [], {}, []
+    manifests, problems = load(paths)
     seen: set[str] = set()
-    for m in load(paths):
+    for m in manifests:
         meta = m.doc.setdefault("metadata", {})
         meta.setdefault("namespace", default_namespace)
         if m.doc.get("apiVersion") == "v1" and m.doc.get("kind") == "Secret":
-            secrets[(meta["namespace"], meta.get("name", ""))] = _secret_data(m)
+            try:
+                secrets[(meta["namespace"], meta.get("name", ""))] = _secret_data(m)
+            except ManifestError as exc:
+                problems.append(str(exc))
             continue
         if m.doc.get("apiVersion") != API_VERSION or m.doc.get("kind") not in KIND_ORDER:
             skipped.append(f"{m.where}: not an Orbit resource ({m.doc.get('apiVersion')})")
@@ -113,7 +122,5 @@ def read(paths: list[Path], default_namespace: str) -> ManifestSet:
             problems.append(f"{m.where}: declared twice")
         seen.add(resource.ref)
         resources.append(resource)
-    if problems:
-        raise ManifestError("\n".join(problems))
     resources.sort(key=lambda r: (KIND_ORDER.index(r.kind), r.namespace, r.name))
-    return ManifestSet(resources, secrets, skipped)
+    return ManifestSet(resources, secrets, skipped, problems)

@@ -191,3 +191,28 @@ def tenant(server: Server, mariadb_engine: sa.Engine) -> Iterator[Tenant]:
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def lease_and_start(tenant: Tenant) -> tuple[str, str]:
+    """Play a worker by hand: lease the namespace's one waiting task and start it; returns the
+    attempt's URL and its token."""
+    base, headers = tenant.server.url, tenant.headers
+    session = httpx.post(
+        f"{base}/v1/worker-sessions",
+        headers=headers,
+        json={"namespace": tenant.namespace, "worker_name": "by-hand"},
+    ).json()
+    lease = httpx.post(
+        f"{base}/v1/worker-sessions/{session['id']}/lease", json={}, headers=headers
+    ).json()["leases"][0]
+    attempt = f"{base}/v1/attempts/{lease['attempt_id']}"
+    httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=headers)
+    return attempt, lease["token"]
+
+
+def report_unknown_outcome(tenant: Tenant) -> None:
+    """Lease, start and report an unknown outcome: an unsafe task goes to NEEDS_REVIEW."""
+    attempt, token = lease_and_start(tenant)
+    httpx.post(
+        f"{attempt}/complete", json={"token": token, "outcome": "unknown"}, headers=tenant.headers
+    )

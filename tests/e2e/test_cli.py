@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from orbit_store.schema import task_events
 
-from .conftest import ORBIT, ROOT, Server, Tenant
+from .conftest import ORBIT, ROOT, Server, Tenant, report_unknown_outcome
 
 
 def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,7 +27,7 @@ def test_token_create_prints_it_once_list_hides_it_and_revoke_stops_it(server: S
     token = created.stdout.strip()
     assert token.startswith("orb_")
     listed = orbit("admin", "token", "list", *db, "-n", "cli-ns", "-o", "json")
-    assert json.loads(listed.stdout)[0]["name"] == "ci-bot" and token not in listed.stdout
+    assert json.loads(listed.stdout)["items"][0]["name"] == "ci-bot" and token not in listed.stdout
     url = f"{server.url}/v1/namespaces/cli-ns/tasks"
     import httpx
 
@@ -104,7 +104,6 @@ def test_admin_verify_is_clean_then_names_a_corruption(
 
 
 def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
-    import httpx
 
     env = tenant.env()
     task_id = json.loads(
@@ -112,22 +111,7 @@ def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
             "task", "submit", "--handler", "x", "--safety", "unsafe", "-o", "json", env=env
         ).stdout
     )["id"]
-    base = tenant.server.url
-    session = httpx.post(
-        f"{base}/v1/worker-sessions",
-        headers=tenant.headers,
-        json={"namespace": tenant.namespace, "worker_name": "w"},
-    ).json()
-    lease = httpx.post(
-        f"{base}/v1/worker-sessions/{session['id']}/lease", json={}, headers=tenant.headers
-    ).json()["leases"][0]
-    attempt = f"{base}/v1/attempts/{lease['attempt_id']}"
-    httpx.post(f"{attempt}/start", json={"token": lease["token"]}, headers=tenant.headers)
-    httpx.post(
-        f"{attempt}/complete",
-        json={"token": lease["token"], "outcome": "unknown"},
-        headers=tenant.headers,
-    )
+    report_unknown_outcome(tenant)
     version = json.loads(orbit("task", "get", task_id, "-o", "json", env=env).stdout)
     refused = orbit(
         "task",
@@ -143,7 +127,7 @@ def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
         str(version["state_version"]),
         env=env,
     )
-    assert refused.returncode == 1 and "execution_ended" in refused.stderr
+    assert refused.returncode == 2 and "execution_ended" in refused.stderr
     reviewed = orbit(
         "task",
         "review",

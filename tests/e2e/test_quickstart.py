@@ -124,3 +124,25 @@ def test_dev_applies_manifests_from_a_folder_at_start(tmp_path: Path) -> None:
     engine.dispose()
     assert [tuple(r) for r in names] == [("shop", "checkout")]
     assert "Queue/shop/checkout configured" in (dev.stderr.read().decode() if dev.stderr else "")
+
+
+def test_dev_on_a_busy_port_says_so_in_one_line_and_exits_5(tmp_path: Path) -> None:
+    import socket
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [ORBIT, "dev", "--db", str(tmp_path / "dev.db"), "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 5 and done.stdout == ""  # no export line for a server never up
+    assert done.stderr.splitlines() == [
+        f"error: 127.0.0.1:{port} is already in use; is another `orbit dev` running? "
+        "Stop it or choose another --port."
+    ]
+    assert not (tmp_path / "dev.db").exists()

@@ -221,7 +221,7 @@ def test_the_cli_declares_pulls_and_acknowledges(admin: Tenant, client: Client) 
     assert json.loads(line)["task_id"] == task_id
     assert orbit("subscription", "pull", "cli", env=env).stdout == ""
     listed = json.loads(orbit("subscription", "list", "-o", "json", env=env).stdout)
-    assert listed[0]["deliveries"]["DELIVERED"] == 1
+    assert listed["items"][0]["deliveries"]["DELIVERED"] == 1
 
 
 def test_the_async_client_pulls_acks_and_reads_the_audit_trail(

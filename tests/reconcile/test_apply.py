@@ -134,7 +134,7 @@ def test_cli_prune_namespace_needs_prune(store: sa.Engine, tmp_path: Path) -> No
     result = runner.invoke(
         app, ["apply", "--database-url", url, "-f", str(folder), "--prune-namespace", "team-b"]
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--prune-namespace needs --prune" in result.output
 
 
@@ -172,7 +172,7 @@ def test_a_credential_whose_secret_is_missing_is_not_ready_and_accepts_no_token(
         assert authenticate(conn, TOKEN) is None
 
 
-def test_cli_apply_prints_each_object_and_exits_1_on_invalid(
+def test_cli_apply_prints_each_object_and_exits_2_on_invalid(
     any_empty_url: str, folder: Path
 ) -> None:
     assert runner.invoke(app, ["admin", "migrate", "--database-url", any_empty_url]).exit_code == 0
@@ -182,7 +182,7 @@ def test_cli_apply_prints_each_object_and_exits_1_on_invalid(
     bad = runner.invoke(
         app, ["apply", "--database-url", any_empty_url, "-f", str(ROOT / "tests/k8s/invalid")]
     )
-    assert bad.exit_code == 1 and "nothing was applied" in bad.output
+    assert bad.exit_code == 2 and "nothing was applied" in bad.output
 
 
 def test_a_quota_naming_an_undeclared_queue_applies_nothing(store: sa.Engine, folder: Path) -> None:

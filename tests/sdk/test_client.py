@@ -163,3 +163,39 @@ def test_async_submit_reuses_its_key_across_retries() -> None:
     asyncio.run(go())
     assert len(faults.requests) == 3
     assert len({json.loads(r.content)["idempotency_key"] for r in faults.requests}) == 1
+
+
+def test_an_empty_idempotency_key_is_refused_not_replaced() -> None:
+    for empty in ("", "  "):
+        with pytest.raises(ValueError, match="must not be empty"):
+            submission_body(handler="h", idempotency_key=empty)
+
+
+def test_a_validation_error_names_every_field_and_its_constraint() -> None:
+    errs = [
+        {"loc": ["body", "priority"], "msg": "Input should be less than or equal to 1000"},
+        {"loc": ["body", "retry", "max_attempts"], "msg": "Input should be greater than 0"},
+        {"loc": ["query", "page_size"], "msg": "Input should be less than or equal to 500"},
+    ]
+    faults = Faults([problem(422, "validation", "the request is invalid", errors=errs)])
+    with client(faults) as c, pytest.raises(errors.ValidationFailed) as failed:
+        c.submit("shop", handler="h")
+    text = str(failed.value)
+    assert "priority: Input should be less than or equal to 1000" in text
+    assert "retry.max_attempts: Input should be greater than 0" in text
+    assert failed.value.fields[2] == ("page_size", "Input should be less than or equal to 500")
+
+
+def test_a_413_is_payload_too_large_naming_the_field() -> None:
+    faults = Faults([problem(413, "payload-too-large", "params too big", field="params")])
+    with client(faults) as c, pytest.raises(errors.PayloadTooLarge) as refused:
+        c.submit("shop", handler="h")
+    assert errors.field_errors(refused.value.problem) == [("params", "params too big")]
+
+
+def test_whoami_reads_the_tokens_namespace() -> None:
+    answer = {"namespace": "dev", "name": "t", "roles": ["admin"]}
+    faults = Faults([], success=lambda request: httpx.Response(200, json=answer))
+    with client(faults) as c:
+        assert c.whoami().namespace == "dev"
+    assert faults.requests[0].url.path == "/v1/whoami"

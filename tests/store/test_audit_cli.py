@@ -35,7 +35,7 @@ def seeded(pulse: PulseDriver) -> tuple[str, str, str]:
 
 def listed(pulse: PulseDriver, *filters: str) -> list[tuple[str, str]]:
     out = orbit(pulse, "list", "-n", pulse.namespace, "-o", "json", *filters)
-    return [(row["actor"], row["resource_id"]) for row in json.loads(out)]
+    return [(row["actor"], row["resource_id"]) for row in json.loads(out)["items"]]
 
 
 def test_list_filters_by_actor_action_resource_and_time(pulse: PulseDriver) -> None:
@@ -67,7 +67,7 @@ def test_correct_appends_a_linked_row_and_leaves_the_original(pulse: PulseDriver
     first, _, _ = seeded(pulse)
     (original,) = json.loads(
         orbit(pulse, "list", "-n", pulse.namespace, "--by", "alice", "-o", "json")
-    )
+    )["items"]
     orbit(
         pulse,
         "correct",
@@ -81,7 +81,7 @@ def test_correct_appends_a_linked_row_and_leaves_the_original(pulse: PulseDriver
     )
     rows = json.loads(
         orbit(pulse, "list", "-n", pulse.namespace, "--resource", f"task/{first}", "-o", "json")
-    )
+    )["items"]
     assert [(r["action"], r["corrects_id"]) for r in rows] == [
         ("audit.correct", original["id"]),
         ("task.cancel", None),

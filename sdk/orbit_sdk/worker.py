@@ -38,7 +38,7 @@ from ._transport import Call, RetryPolicy, SyncTransport
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
 from .errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
-from .models import Lease, LeaseBatch, Session
+from .models import Identity, Lease, LeaseBatch, Session
 
 log = logging.getLogger("orbit_sdk.worker")
 
@@ -50,7 +50,8 @@ MAX_LEASE_BATCH = 100
 
 
 class Worker:
-    """Runs registered handlers for tasks leased from ``queues`` of ``namespace``.
+    """Runs registered handlers for tasks leased from ``queues`` of ``namespace`` (default: the
+    token's own namespace, asked from the server when the worker starts).
 
     ``concurrency`` bounds the attempts held at once (leased or running). ``heartbeat_interval``
     defaults to what the server asks for in the session. ``drain_timeout`` is how long a stop
@@ -64,7 +65,7 @@ class Worker:
         server: str | None = None,
         *,
         token: str | None = None,
-        namespace: str,
+        namespace: str | None = None,
         queues: Iterable[str] = ("default",),
         concurrency: int = 4,
         name: str | None = None,
@@ -294,10 +295,14 @@ class Worker:
         """Open a session, retrying while the server is unreachable; False if stopped first."""
         backoff = Backoff(maximum=5.0)  # short: a signal is only noticed between tries
         while not self._stopping.is_set() and not self._signals:
-            call = _calls.create_session(
-                self.namespace, self.name, self.queues, self.session_ttl_seconds, self.pod_uid
-            )
             try:
+                call = _calls.create_session(
+                    self._namespace(),
+                    self.name,
+                    self.queues,
+                    self.session_ttl_seconds,
+                    self.pod_uid,
+                )
                 self._session = Session.model_validate(self.send(call).json())
             except Exception as exc:
                 if not is_transient(exc):
@@ -315,6 +320,12 @@ class Worker:
             )
             return True
         return False
+
+    def _namespace(self) -> str:
+        """The namespace given, else the token's own (learned once from ``GET /v1/whoami``)."""
+        if self.namespace is None:
+            self.namespace = Identity.model_validate(self.send(_calls.whoami()).json()).namespace
+        return self.namespace
 
     def session_ended(self, state: str) -> None:
         """Called when the server says our session is no longer live."""

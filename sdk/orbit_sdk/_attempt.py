@@ -20,7 +20,7 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
 from ._transport import Call
 from .context import TaskContext
-from .errors import OrbitError, StaleAttempt, ValidationFailed
+from .errors import OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
 from .models import CompletionResponse, StartResponse
 
 log = logging.getLogger("orbit_sdk.worker")
@@ -142,7 +142,8 @@ class AttemptRunner:
     def report(self, attempt: LiveAttempt, report: Report) -> None:
         """Send the outcome until the server gives a definitive answer. ``applied`` and
         ``duplicate`` are success; ``stale-attempt`` means the server kept it as evidence only.
-        A rejected body (422) is re-sent once as a plain failure so the task does not hang."""
+        A rejected body (422, or 413 for a result over the size limit) is re-sent once as a plain
+        failure so the task does not hang."""
         ctx, backoff, fell_back = attempt.ctx, Backoff(), False
         while True:
             call = _calls.complete_attempt(
@@ -158,7 +159,7 @@ class AttemptRunner:
             except StaleAttempt as exc:
                 log.warning("task %s: superseded: %s", ctx.task_id, exc, extra=_x(ctx))
                 return
-            except ValidationFailed as exc:
+            except (ValidationFailed, PayloadTooLarge) as exc:  # e.g. a result over the limit
                 if fell_back or report.outcome == "released":
                     log.error("task %s: report refused: %s", ctx.task_id, exc, extra=_x(ctx))
                     return

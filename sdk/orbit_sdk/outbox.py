@@ -16,9 +16,10 @@ original task (a replay), so there is still exactly one task.
                                                   idempotency_key=f"receipt-{order.id}"))
     Relay(engine, outbox, Client()).run_once()    # or: orbit outbox relay --database-url …
 
-This module needs SQLAlchemy (``pip install 'orbit[outbox]'``); the rest of ``orbit_sdk`` does
-not, and never imports it. Leases and backoff use the relay's own clock: two relays whose clocks
-disagree can at worst both send one row, and the idempotency key turns the second into a replay.
+This module needs SQLAlchemy (``pip install 'orbit-platform-sdk[outbox]'``); the rest of
+``orbit_sdk`` does not, and never imports it. Leases and backoff use the relay's own clock: two
+relays whose clocks disagree can at worst both send one row, and the idempotency key turns the
+second into a replay.
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ class OrbitError(Exception):
         text = problem.title if client_side else f"{problem.title} ({problem.status})"
         if problem.detail:
             text += f": {problem.detail}"
+        if problem.errors:  # the part that says what to fix: name every field
+            text += " [" + "; ".join(f"{n}: {m}" for n, m in field_errors(problem)) + "]"
         super().__init__(text)
 
     @property
@@ -67,9 +69,21 @@ class NotFound(OrbitError):
 
 
 class ValidationFailed(OrbitError):
-    """The request was malformed; ``problem.errors`` lists the offending fields."""
+    """The request was malformed; ``fields`` names each offending field and what it needs."""
 
     slug, default_status = "validation", 422
+
+    @property
+    def fields(self) -> list[tuple[str, str]]:
+        """``(field, message)`` pairs, fields named as in the API (``retry.max_attempts``)."""
+        return field_errors(self.problem)
+
+
+class PayloadTooLarge(OrbitError):
+    """The request body, params or result is larger than the server accepts (413); the
+    problem's ``field`` and ``limit_bytes`` say which and how much."""
+
+    slug, default_status = "payload-too-large", 413
 
 
 class Conflict(OrbitError):
@@ -141,6 +155,7 @@ PROBLEM_CLASSES: dict[str, type[OrbitError]] = {
         Forbidden,
         NotFound,
         ValidationFailed,
+        PayloadTooLarge,
         IdempotencyConflict,
         Conflict,
         QuotaExceeded,
@@ -159,12 +174,39 @@ STATUS_CLASSES: dict[int, type[OrbitError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    413: PayloadTooLarge,
     422: ValidationFailed,
     429: QuotaExceeded,
     502: Unavailable,  # a gateway's answer, usually without a problem body
     503: Unavailable,
     504: Unavailable,
 }
+
+
+#: Where in the request a field was (FastAPI's ``loc`` prefixes); not part of its name.
+_LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
+
+
+def field_name(loc: list[Any] | tuple[Any, ...]) -> str:
+    """``["body", "retry", "max_attempts"]`` → ``"retry.max_attempts"``; list indexes as ``[i]``."""
+    parts = list(loc[1:] if loc and loc[0] in _LOCATIONS else loc)
+    name = ""
+    for part in parts:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or "<request>"
+
+
+def field_errors(problem: Problem) -> list[tuple[str, str]]:
+    """The fields a problem names: its ``errors`` list, or its ``field`` member."""
+    found = [
+        (field_name(e.get("loc") or ()), str(e.get("msg") or "is not valid"))
+        for e in problem.errors or ()
+        if isinstance(e, dict)
+    ]
+    extra = problem.model_extra or {}
+    if not found and isinstance(extra.get("field"), str):
+        found.append((extra["field"], problem.detail or problem.title))
+    return found
 
 
 def error_for_problem(problem: Problem) -> OrbitError:

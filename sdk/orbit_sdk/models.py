@@ -112,6 +112,17 @@ class TaskPage(WireModel):
     next_page_token: str | None = None
 
 
+# --- identity ------------------------------------------------------------------------------
+
+
+class Identity(WireModel):
+    """Who a token is (``GET /v1/whoami``): its namespace, name and roles."""
+
+    namespace: str
+    name: str
+    roles: list[str] = Field(default_factory=list)
+
+
 # --- worker protocol -----------------------------------------------------------------------
 
 
@@ -202,6 +213,7 @@ __all__ = [
     "HeartbeatResponse",
     "HeartbeatResult",
     "HeartbeatStatus",
+    "Identity",
     "Lease",
     "LeaseBatch",
     "Problem",

@@ -57,11 +57,15 @@ def submission_body(
     this submission is the same request under the same key (the server replays, never doubles)."""
     if delay is not None and available_at is not None:
         raise ValueError("pass either delay or available_at, not both")
+    if idempotency_key is not None and not idempotency_key.strip():
+        # An empty key is a caller's bug (an unset variable), not a request for a fresh one:
+        # replacing it would turn the caller's retries into duplicate tasks.
+        raise ValueError("idempotency_key must not be empty; omit it to have one generated")
     body: dict[str, Any] = {
         "queue": queue,
         "handler": handler,
         "params": {} if params is None else params,
-        "idempotency_key": idempotency_key or new_idempotency_key(),
+        "idempotency_key": new_idempotency_key() if idempotency_key is None else idempotency_key,
     }
     if delay is not None:
         body["delay_seconds"] = (
@@ -90,6 +94,10 @@ def submission_body(
 
 
 # --- client calls --------------------------------------------------------------------------
+
+
+def whoami() -> Call:
+    return Call("GET", "/v1/whoami")
 
 
 def submit(namespace: str, body: dict[str, Any]) -> Call:

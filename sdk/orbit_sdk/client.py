@@ -21,7 +21,7 @@ from . import _calls
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
 from .errors import TimeoutExpired
-from .models import SETTLED_STATES, Task, TaskDetail, TaskPage
+from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
 from .results import AsyncResultsMethods, ResultsMethods
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -80,6 +80,11 @@ class Client(ResultsMethods):
 
     def __repr__(self) -> str:  # never the token
         return f"Client({self.server!r})"
+
+    def whoami(self) -> Identity:
+        """The token's namespace, name and roles: use ``whoami().namespace`` when you hold a
+        token but not the name of its namespace."""
+        return Identity.model_validate(self._transport.send(_calls.whoami()).json())
 
     def submit(
         self,
@@ -268,6 +273,10 @@ class AsyncClient(AsyncResultsMethods):
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.server!r})"
+
+    async def whoami(self) -> Identity:
+        """See ``Client.whoami``."""
+        return Identity.model_validate((await self._transport.send(_calls.whoami())).json())
 
     async def submit(
         self,

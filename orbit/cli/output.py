@@ -1,0 +1,163 @@
+"""`--output table|wide|json|yaml` for every command, with the API's field names.
+
+``json`` and ``yaml`` print exactly what the API answered (a list as the API's page shape,
+``{"items": [...], "next_page_token": ...}``), so scripts can move between the CLI and the HTTP
+API without renaming anything. ``table`` is aligned plain text like kubectl's (easy to ``grep``
+and ``awk``); ``wide`` adds columns. Headers are the API's field names in capitals.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+NONE = "<none>"
+
+
+class OutputFormat(enum.StrEnum):
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+    @property
+    def is_document(self) -> bool:
+        return self in (OutputFormat.JSON, OutputFormat.YAML)
+
+
+Output = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--output",
+        "-o",
+        case_sensitive=False,
+        help="table, wide (more columns), json or yaml (the API's field names).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: a header and how to get the cell from an item."""
+
+    header: str
+    value: Callable[[Any], Any]
+    wide: bool = False  # only with -o wide
+
+    @classmethod
+    def field(cls, name: str, *, wide: bool = False) -> Column:
+        return cls(name.upper(), lambda item: getattr(item, name, None), wide)
+
+
+def plain(item: Any) -> Any:
+    """An API object (pydantic model) or plain data as JSON-ready data."""
+    dump = getattr(item, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json")
+    if isinstance(item, list | tuple):
+        return [plain(i) for i in item]
+    if isinstance(item, dict):
+        return {k: plain(v) for k, v in item.items()}
+    return item
+
+
+def document(data: Any, fmt: OutputFormat) -> str:
+    if fmt is OutputFormat.YAML:
+        import yaml  # only when asked for: keeps start-up light
+
+        return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True)).rstrip("\n")
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def cell(value: Any) -> str:
+    """A value as a table cell: times in UTC to the second, JSON compact, nothing as <none>."""
+    if value is None or value == "":
+        return NONE
+    if isinstance(value, dt.datetime):
+        utc = value.astimezone(dt.UTC) if value.tzinfo is not None else value
+        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns aligned with two spaces between them; the last column is not padded."""
+    rows = [list(r) for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = []
+    for row in [list(headers), *rows]:
+        padded = [v.ljust(w) for v, w in zip(row[:-1], widths[:-1], strict=True)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def columns_for(columns: Sequence[Column], fmt: OutputFormat) -> list[Column]:
+    return [c for c in columns if fmt is OutputFormat.WIDE or not c.wide]
+
+
+def rows(items: Iterable[Any], columns: Sequence[Column]) -> list[list[str]]:
+    return [[cell(c.value(item)) for c in columns] for item in items]
+
+
+def print_list(
+    items: Sequence[Any],
+    columns: Sequence[Column],
+    fmt: OutputFormat,
+    *,
+    next_page_token: str | None = None,
+    empty: str = "nothing found",
+) -> None:
+    """A list: the API's page shape as a document, else a table (a note on stderr if empty)."""
+    if fmt.is_document:
+        data = {"items": [plain(i) for i in items], "next_page_token": next_page_token}
+        typer.echo(document(data, fmt))
+        return
+    if not items:
+        typer.echo(empty, err=True)
+        return
+    shown = columns_for(columns, fmt)
+    typer.echo(table([c.header for c in shown], rows(items, shown)))
+
+
+def print_rows(
+    items: Sequence[Any], columns: Sequence[Column], fmt: OutputFormat, *, header: bool
+) -> None:
+    """Rows without the list wrapper, for watches: a table (with or without its header line),
+    or one document per item (JSON lines; YAML documents separated by ``---``)."""
+    if fmt is OutputFormat.JSON:
+        for item in items:
+            typer.echo(json.dumps(plain(item), ensure_ascii=False))
+        return
+    if fmt is OutputFormat.YAML:
+        for item in items:
+            typer.echo("---\n" + document(plain(item), fmt))
+        return
+    shown = columns_for(columns, fmt)
+    lines = table([c.header for c in shown], rows(items, shown)).splitlines()
+    typer.echo("\n".join(lines if header else lines[1:]))
+
+
+def print_fields(pairs: Sequence[tuple[str, Any]]) -> None:
+    """``name:  value`` lines (kubectl describe style), for one object in table output."""
+    width = max(len(name) for name, _ in pairs) + 2
+    for name, value in pairs:
+        typer.echo(f"{name + ':':<{width}}{cell(value)}")
+
+
+def print_item(item: Any, fmt: OutputFormat, describe: Callable[[Any, bool], None]) -> None:
+    """One object: the API's document, else ``describe(item, wide)``."""
+    if fmt.is_document:
+        typer.echo(document(plain(item), fmt))
+    else:
+        describe(item, fmt is OutputFormat.WIDE)
