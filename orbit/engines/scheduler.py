@@ -36,8 +36,11 @@ class SchedulerReport:
     errors: int = 0
 
     def count(self, status: OccurrenceStatus) -> int:
-        return sum(s.instants if status is OccurrenceStatus.MISSED else 1
-                   for s in self.steps if s.status is status)
+        return sum(
+            s.instants if status is OccurrenceStatus.MISSED else 1
+            for s in self.steps
+            if s.status is status
+        )
 
 
 def scheduler_pass(
@@ -53,7 +56,9 @@ def scheduler_pass(
     ``shuffle`` spreads replicas over different schedules first, so they rarely meet on one.
     """
     report = SchedulerReport()
-    candidates = run_transaction(engine, functools.partial(find_due, limit=limit, namespace=namespace))
+    candidates = run_transaction(
+        engine, functools.partial(find_due, limit=limit, namespace=namespace)
+    )
     if shuffle:
         random.shuffle(candidates)
     for schedule_namespace, schedule_id in candidates:

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse.queues import ensure_namespace
+from orbit_store.pulse.queues import ensure_namespace, undeclared_queues
 from orbit_store.schema import schedules
 
 from .cron import Cron, parse
@@ -62,11 +62,23 @@ def validate(spec: ScheduleSpec) -> Cron:
     return cron
 
 
+def require_queue(conn: sa.Connection, namespace: str, spec: ScheduleSpec) -> None:
+    """The task template must name a declared queue (or the implicit 'default'). A queue removed
+    later is not an error here: its fires are recorded as skipped (QueueNotFound)."""
+    if undeclared_queues(conn, namespace, [spec.task.queue]):
+        raise InvalidSchedule(
+            "task.queue",
+            f"queue {spec.task.queue!r} is not declared in namespace {namespace!r}; "
+            "declare it with a Queue resource first, or use the 'default' queue",
+        )
+
+
 def create_schedule(
     conn: sa.Connection, namespace: str, spec: ScheduleSpec, *, source: str = "api"
 ) -> WriteResult:
     """A new schedule; Conflict when the name is taken."""
     cron = validate(spec)
+    require_queue(conn, namespace, spec)
     if lock_schedule(conn, namespace, spec.name) is not None:
         raise Conflict(
             f"schedule {spec.name!r} already exists in namespace {namespace!r}; "
@@ -85,6 +97,7 @@ def update_schedule(
 ) -> WriteResult:
     """Replace an API-made schedule's spec; ``expected_version`` makes it conditional."""
     cron = validate(spec)
+    require_queue(conn, namespace, spec)
     row = _lock_own(conn, namespace, spec.name, source)
     if expected_version is not None and row.version != expected_version:
         raise Conflict(
@@ -100,7 +113,9 @@ def set_suspended(
     """Suspend (no instant fires) or resume (from now on) an API-made schedule."""
     row = _lock_own(conn, namespace, name, source)
     spec = replace(spec_of(row), suspended=suspended)
-    return _rewrite(conn, row, spec, validate(spec), source=source, spec_generation=row.spec_generation)
+    return _rewrite(
+        conn, row, spec, validate(spec), source=source, spec_generation=row.spec_generation
+    )
 
 
 def declare_schedule(
@@ -113,6 +128,7 @@ def declare_schedule(
 ) -> WriteResult:
     """Make the schedule match a declared resource (level-based: unchanged → no write)."""
     cron = validate(spec)
+    require_queue(conn, namespace, spec)
     row = lock_schedule(conn, namespace, spec.name)
     if row is None:
         return _insert(conn, namespace, spec, cron, source=source, spec_generation=spec_generation)

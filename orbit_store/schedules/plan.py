@@ -59,7 +59,9 @@ def decide(cron: Cron, policies: Policies, first: dt.datetime, now: dt.datetime)
     horizon = now if policies.end_at is None else min(now, policies.end_at)
     kept = _kept_late_instants(cron, policies, first, horizon, now)
     if kept and kept[0] == first:
-        reason = Reason.FIRE_ONCE if policies.misfire is MisfirePolicy.FIRE_ONCE else Reason.CATCH_UP
+        reason = (
+            Reason.FIRE_ONCE if policies.misfire is MisfirePolicy.FIRE_ONCE else Reason.CATCH_UP
+        )
         return _deadline(Fire(first, reason), policies, now)
     stop = kept[0] if kept else _first_on_time(cron, first, horizon, now)
     return _missed_run(cron, policies, first, stop, horizon, now)
@@ -78,10 +80,9 @@ def _kept_late_instants(
     )
     if policies.misfire is MisfirePolicy.FIRE_ONCE:
         latest = next(newest_first, None)
-        late = latest is not None and now - latest > MISFIRE_GRACE
-        return [latest] if late and latest is not None else []
-    late = (at for at in newest_first if now - at > MISFIRE_GRACE)
-    return sorted(itertools.islice(late, wanted))
+        return [latest] if latest is not None and now - latest > MISFIRE_GRACE else []
+    late_ones = (at for at in newest_first if now - at > MISFIRE_GRACE)
+    return sorted(itertools.islice(late_ones, wanted))
 
 
 def _first_on_time(

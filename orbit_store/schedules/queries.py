@@ -66,7 +66,9 @@ def _occurrences(conn: sa.Connection, row: sa.Row[Any], limit: int) -> list[Occu
     occ = schedule_occurrences
     query = (
         sa.select(occ, tasks.c.state.label("task_state"))
-        .outerjoin(tasks, sa.and_(tasks.c.id == occ.c.task_id, tasks.c.namespace == occ.c.namespace))
+        .outerjoin(
+            tasks, sa.and_(tasks.c.id == occ.c.task_id, tasks.c.namespace == occ.c.namespace)
+        )
         .where(occ.c.schedule_id == row.id, occ.c.namespace == row.namespace)
         .order_by(occ.c.scheduled_at.desc())
         .limit(limit)

@@ -14,6 +14,7 @@ from orbit_store.db import create_store_engine
 from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
+from .schedule_driver import ScheduleDriver
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +42,9 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
     assert report.clean, report.as_dict()
+
+
+@pytest.fixture
+def schedules(pulse: PulseDriver) -> ScheduleDriver:
+    """Schedules in the pulse driver's namespace, with a clock the test moves."""
+    return ScheduleDriver(pulse)
