@@ -13,9 +13,10 @@ from fastapi import FastAPI
 from orbit import __version__
 from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
+from orbit.engines.scheduler import scheduler_pass
 from orbit.metrics import Metrics
 
-from . import problems, routes_health, routes_tasks, routes_workers
+from . import problems, routes_health, routes_schedules, routes_tasks, routes_workers
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .wakeups import Wakeups
@@ -38,6 +39,12 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             "reaper",
             lambda: reaper_pass(ctx.engine, ctx.metrics),
             ctx.settings.reaper_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "scheduler",
+            lambda: scheduler_pass(ctx.engine, ctx.metrics),
+            ctx.settings.scheduler_interval,
             on_error,
         ),
     ]
@@ -63,5 +70,6 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     problems.install(app)
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
+    app.include_router(routes_schedules.router)
     app.include_router(routes_health.router)
     return app

@@ -56,9 +56,7 @@ def test_three_scheduler_processes_decide_every_instant_exactly_once_inv5(
     with ctx.Manager() as manager:
         barrier = manager.Barrier(REPLICAS)
         with ctx.Pool(REPLICAS) as pool:
-            fired = pool.starmap(
-                _replica, [(url, skew, schedules.namespace, barrier)] * REPLICAS
-            )
+            fired = pool.starmap(_replica, [(url, skew, schedules.namespace, barrier)] * REPLICAS)
 
     with engine.connect() as conn:
         rows = conn.execute(
