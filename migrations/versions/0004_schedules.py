@@ -69,7 +69,9 @@ def upgrade() -> None:
             "source IN ('api', 'manifest', 'operator', 'cli', 'dev')",
             name=op.f("ck_schedules_source"),
         ),
-        sa.CheckConstraint("catch_up_limit >= 1", name=op.f("ck_schedules_catch_up_limit_positive")),
+        sa.CheckConstraint(
+            "catch_up_limit >= 1", name=op.f("ck_schedules_catch_up_limit_positive")
+        ),
         sa.CheckConstraint(
             "starting_deadline_seconds IS NULL OR starting_deadline_seconds >= 1",
             name=op.f("ck_schedules_starting_deadline_positive"),
