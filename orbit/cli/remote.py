@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+
+from orbit_sdk import Client, OrbitError
+
+T = TypeVar("T")
 
 Server = Annotated[
     str,
@@ -32,3 +37,13 @@ DEFAULT_SERVER = "http://127.0.0.1:8080"
 def console() -> Console:
     """A console for tables: full width when piped, so ids are never cut short."""
     return Console(width=None if sys.stdout.isatty() else 240)
+
+
+def call_server(server: str, token: str, action: Callable[[Client], T]) -> T:
+    """Run ``action`` with a client; an API error is one line on stderr and exit code 1."""
+    try:
+        with Client(server, token=token) as client:
+            return action(client)
+    except OrbitError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from orbit_sdk import Client, OrbitError
-
 from .remote import DEFAULT_SERVER, Namespace, Output, Server, Token, console
+from .remote import call_server as _call
 
 app = typer.Typer(help="Submit, inspect and cancel tasks on an Orbit server.", no_args_is_help=True)
 out = console()
-T = TypeVar("T")
-
-
-def _call(server: str, token: str, action: Callable[[Client], T]) -> T:
-    try:
-        with Client(server, token=token) as client:
-            return action(client)
-    except OrbitError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
 
 
 def _print_task(task: Any, output: str) -> None:
