@@ -16,7 +16,7 @@ from orbit_store.pulse.queues import undeclared_queues
 
 from .kinds import KINDS, Kind
 from .manifests import ManifestError, ManifestSet, read
-from .resource import Deletion, Resource
+from .resource import Deletion, InvalidSpec, Resource
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ def apply_manifests(
     Each object is one transaction; a dry run does everything in one transaction (so later
     objects see earlier ones, as they would for real) and rolls it back."""
     manifests = read(paths, default_namespace)
+    _check_specs(manifests)
     _check_queue_references(engine, manifests)
     if not dry_run:
         return _apply_all(lambda work: run_transaction(engine, work), manifests, prune)
@@ -63,16 +64,36 @@ def _apply_all(run: Run[Any], manifests: ManifestSet, prune: bool) -> list[Line]
     return lines
 
 
+def _check_specs(manifests: ManifestSet) -> None:
+    """What the CRD schema cannot check (a Schedule's expression and zone), before writing."""
+    problems = []
+    for r in manifests.resources:
+        kind = KINDS.get(r.kind)
+        try:
+            if kind is not None:
+                kind.validate(r)
+        except InvalidSpec as exc:
+            problems.append(f"{r.ref}: {exc}")
+    if problems:
+        raise ManifestError("\n".join(problems))
+
+
+def _queues_named(r: Resource) -> list[str]:
+    if r.kind == "Quota":
+        return [r.spec["queue"]] if r.spec.get("queue") else []
+    if r.kind == "Schedule":
+        return [r.spec["taskTemplate"]["queue"]]
+    return list(r.spec.get("queues", [])) if r.kind == "WorkerPool" else []
+
+
 def _check_queue_references(engine: sa.Engine, manifests: ManifestSet) -> None:
-    """Quotas and WorkerPools may only name queues declared here or already in the store;
-    checked before anything is written, so a dangling reference applies nothing."""
+    """Quotas, Schedules and WorkerPools may only name queues declared here or already in the
+    store; checked before anything is written, so a dangling reference applies nothing."""
     declared = {(r.namespace, r.name) for r in manifests.resources if r.kind == "Queue"}
     problems = []
     with engine.connect() as conn:
         for r in manifests.resources:
-            named = [r.spec["queue"]] if r.kind == "Quota" and r.spec.get("queue") else []
-            named += list(r.spec.get("queues", [])) if r.kind == "WorkerPool" else []
-            unknown = [q for q in named if (r.namespace, q) not in declared]
+            unknown = [q for q in _queues_named(r) if (r.namespace, q) not in declared]
             for queue in undeclared_queues(conn, r.namespace, unknown):
                 problems.append(
                     f"{r.ref}: queue {queue!r} is not declared in namespace "
