@@ -117,7 +117,8 @@ def test_cli_apply_refuses_a_bad_expression_with_one_line_and_exit_1(
         manifest("  schedule: 'every day'\n  taskTemplate: {handler: h}\n")
     )
     result = runner.invoke(
-        app, ["apply", "-f", str(tmp_path), "--database-url", str(store.url.render_as_string(False))]
+        app,
+        ["apply", "-f", str(tmp_path), "--database-url", str(store.url.render_as_string(False))],
     )
     assert result.exit_code == 1
     assert "spec.schedule: 'every day' is not a valid cron expression" in result.output
