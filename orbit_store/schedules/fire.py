@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
+from orbit_store.clock import as_db_time, utc_now
 from orbit_store.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.model import TaskState
@@ -56,17 +56,15 @@ def submission_key(schedule_id: str, instant: dt.datetime) -> str:
 def fire_next(conn: sa.Connection, *, namespace: str, schedule_id: str) -> FireStep | None:
     """Decide the oldest due instant of the schedule (or a run of missed ones), in one
     transaction. None when it is not due, or another replica holds it right now."""
-    now = db_now(conn)
     row = conn.execute(
-        sa.select(schedules)
-        .where(
-            schedules.c.id == schedule_id,
-            schedules.c.namespace == namespace,
-            schedules.c.next_fire_at <= now,
-        )
+        sa.select(schedules, utc_now().label("db_now"))
+        .where(schedules.c.id == schedule_id, schedules.c.namespace == namespace)
         .with_for_update(skip_locked=True)
     ).one_or_none()
     if row is None:
+        return None
+    now = as_db_time(conn, row.db_now)
+    if row.next_fire_at is None or row.next_fire_at > now:
         return None
     cron = parse(row.cron, row.time_zone)
     policies = Policies(
