@@ -25,7 +25,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _schedule_columns() -> list[sa.Column]:  # type: ignore[type-arg]
+def _schedule_columns() -> list[sa.Column[object]]:
     return [
         sa.Column("id", sa.String(length=36), nullable=False),
         sa.Column("namespace", sa.String(length=63), nullable=False),
@@ -47,6 +47,22 @@ def _schedule_columns() -> list[sa.Column]:  # type: ignore[type-arg]
     ]
 
 
+def _schedule_keys() -> list[sa.Constraint]:
+    """The constraints 0001's draft and this revision share."""
+    return [
+        sa.CheckConstraint(
+            "concurrency_policy IN ('Allow', 'Forbid', 'Replace')",
+            name=op.f("ck_schedules_concurrency_policy"),
+        ),
+        sa.CheckConstraint(
+            "misfire_policy IN ('Skip', 'FireOnce', 'CatchUp')",
+            name=op.f("ck_schedules_misfire_policy"),
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_schedules")),
+        sa.UniqueConstraint("namespace", "name", name=op.f("uq_schedules_namespace_name")),
+    ]
+
+
 def upgrade() -> None:
     op.drop_table("schedule_occurrences")
     op.drop_index("ix_schedules_due", table_name="schedules")
@@ -57,14 +73,7 @@ def upgrade() -> None:
         sa.Column("spec_generation", sa.Integer(), nullable=False),
         sa.Column("created_at", UTC_DATETIME, nullable=False),
         sa.Column("updated_at", UTC_DATETIME, nullable=False),
-        sa.CheckConstraint(
-            "concurrency_policy IN ('Allow', 'Forbid', 'Replace')",
-            name=op.f("ck_schedules_concurrency_policy"),
-        ),
-        sa.CheckConstraint(
-            "misfire_policy IN ('Skip', 'FireOnce', 'CatchUp')",
-            name=op.f("ck_schedules_misfire_policy"),
-        ),
+        *_schedule_keys(),
         sa.CheckConstraint(
             "source IN ('api', 'manifest', 'operator', 'cli', 'dev')",
             name=op.f("ck_schedules_source"),
@@ -79,8 +88,6 @@ def upgrade() -> None:
         sa.CheckConstraint(
             "suspended = 0 OR next_fire_at IS NULL", name=op.f("ck_schedules_suspended_never_due")
         ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_schedules")),
-        sa.UniqueConstraint("namespace", "name", name=op.f("uq_schedules_namespace_name")),
     )
     op.create_index("ix_schedules_due", "schedules", ["next_fire_at"], unique=False)
     op.create_table(
@@ -134,16 +141,7 @@ def downgrade() -> None:
         *_schedule_columns(),
         sa.Column("created_at", UTC_DATETIME, nullable=False),
         sa.Column("updated_at", UTC_DATETIME, nullable=False),
-        sa.CheckConstraint(
-            "concurrency_policy IN ('Allow', 'Forbid', 'Replace')",
-            name=op.f("ck_schedules_concurrency_policy"),
-        ),
-        sa.CheckConstraint(
-            "misfire_policy IN ('Skip', 'FireOnce', 'CatchUp')",
-            name=op.f("ck_schedules_misfire_policy"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_schedules")),
-        sa.UniqueConstraint("namespace", "name", name=op.f("uq_schedules_namespace_name")),
+        *_schedule_keys(),
     )
     op.create_index("ix_schedules_due", "schedules", ["suspended", "next_fire_at"], unique=False)
     op.create_table(

@@ -44,7 +44,6 @@ class SchedulerReport:
     errors: int = 0
 
 
-
 def scheduler_pass(
     engine: sa.Engine,
     metrics: Metrics | None = None,

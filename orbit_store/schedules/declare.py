@@ -30,7 +30,6 @@ from orbit_store.schema import schedules
 from .cron import Cron, parse
 from .model import (
     MAX_CATCH_UP,
-    MAX_RUN,
     ConcurrencyPolicy,
     InvalidSchedule,
     MisfirePolicy,
@@ -40,6 +39,7 @@ from .model import (
     TaskTemplate,
     WriteResult,
 )
+from .plan import run_of
 from .progress import lock_schedule, move, record
 
 API_SOURCES = ("api", "cli")
@@ -245,11 +245,7 @@ def _supersede_due(conn: sa.Connection, row: sa.Row[Any], now: dt.datetime, why:
         return
     cron = parse(row.cron, row.time_zone)
     horizon = now if row.end_at is None else min(now, row.end_at)
-    through, count = first, 1
-    for at in cron.after(first):
-        if at > horizon or count >= MAX_RUN:
-            break
-        through, count = at, count + 1
+    through, count = run_of(cron, first, horizon)
     plural = "instant" if count == 1 else "instants"
     record(
         conn,

@@ -106,11 +106,7 @@ def _missed_run(
     now: dt.datetime,
 ) -> Miss:
     """Instants from ``first`` up to (not including) ``stop``, or through ``horizon``."""
-    through, count = first, 1
-    for at in cron.after(first):
-        if (stop is not None and at >= stop) or at > horizon or count >= MAX_RUN:
-            break
-        through, count = at, count + 1
+    through, count = run_of(cron, first, horizon, stop=stop)
     reason = {
         MisfirePolicy.SKIP: Reason.MISFIRE_SKIP,
         MisfirePolicy.FIRE_ONCE: Reason.MISFIRE_FIRE_ONCE,
@@ -127,6 +123,19 @@ def _missed_run(
         f"(the newest {late:.0f}s late); {what}"
     )
     return Miss(first, through, count, reason, message)
+
+
+def run_of(
+    cron: Cron, first: dt.datetime, horizon: dt.datetime, *, stop: dt.datetime | None = None
+) -> tuple[dt.datetime, int]:
+    """(last instant, count) of the run of consecutive instants from ``first`` that ends before
+    ``stop`` and not after ``horizon``, at most :data:`MAX_RUN` long."""
+    through, count = first, 1
+    for at in cron.after(first):
+        if (stop is not None and at >= stop) or at > horizon or count >= MAX_RUN:
+            break
+        through, count = at, count + 1
+    return through, count
 
 
 def _deadline(fire: Fire, policies: Policies, now: dt.datetime) -> Decision:
