@@ -9,7 +9,8 @@ schedules, the worst case. Reports, from the occurrence rows and the processes' 
 - fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences): p50, p99, max;
 - scheduler CPU per fire (user+system time of the scheduler processes / fires) and, when it can be
   read from /proc, the database server's CPU per fire over the same window;
-- anything not FIRED (there should be nothing: no quota, Allow, default queue).
+- anything not FIRED (nothing, while the replicas keep up: no quota, Allow, default queue);
+- the plan MariaDB chooses for the scheduler's scan over the N schedules (``ix_schedules_due``).
 
 Usage: ``.venv/bin/python bench/schedules.py [--schedules 10000] [--minutes 3] [--replicas 2]``
 (``--quick``: 1,000 schedules for 1 minute). The database is dropped afterwards.
@@ -35,10 +36,14 @@ from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schedules.declare import create_schedule
 from orbit_store.schedules.model import ScheduleSpec, TaskTemplate
-from orbit_store.schema import schedule_occurrences
+from orbit_store.schema import schedule_occurrences, schedules
 
 SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 PER_NAMESPACE = 100
+SCAN_EXPLAIN = (
+    "EXPLAIN SELECT namespace, id FROM schedules WHERE next_fire_at <= UTC_TIMESTAMP(6) "
+    "ORDER BY next_fire_at LIMIT 500"
+)
 
 
 def create_database(server_url: str) -> str:
@@ -58,14 +63,19 @@ def drop_database(url: str) -> None:
 
 
 def declare_schedules(engine: sa.Engine, count: int) -> None:
-    """``count`` every-minute schedules, ``PER_NAMESPACE`` per namespace (one tx each)."""
+    """``count`` every-minute schedules, ``PER_NAMESPACE`` per namespace (one tx each), starting
+    tomorrow: nothing comes due while they are being declared."""
+    tomorrow = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=1)
     for first in range(0, count, PER_NAMESPACE):
         namespace = f"bench-{first // PER_NAMESPACE:04d}"
 
         def work(conn: sa.Connection, first: int = first, namespace: str = namespace) -> None:
             for i in range(first, min(first + PER_NAMESPACE, count)):
                 spec = ScheduleSpec(
-                    name=f"s{i:05d}", cron="* * * * *", task=TaskTemplate(handler="bench.tick")
+                    name=f"s{i:05d}",
+                    cron="* * * * *",
+                    task=TaskTemplate(handler="bench.tick"),
+                    start_at=tomorrow,
                 )
                 create_schedule(conn, namespace, spec)
 
@@ -133,10 +143,14 @@ def main() -> None:
         started = time.time()
         declare_schedules(engine, args.schedules)
         print(f"declared {args.schedules} every-minute schedules in {time.time() - started:.1f}s")
-        # Start just before a minute boundary; measure M whole minutes of instants.
+        # Every schedule's first instant is the next minute boundary (the worst case: all due
+        # in the same second); measure M whole minutes of instants.
         now = time.time()
         begin = now - now % 60 + 60
         until = begin + 60 * args.minutes - 1
+        first_instant = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
+        with engine.begin() as conn:
+            conn.execute(schedules.update().values(next_fire_at=first_instant, start_at=None))
         time.sleep(max(begin - 2 - time.time(), 0))
         db_cpu = mariadb_cpu_seconds()
         ctx = multiprocessing.get_context("spawn")
@@ -192,6 +206,9 @@ def report(
     print(f"scheduler CPU: {cpu:.1f}s for {fires} fires = {1000 * cpu / max(fires, 1):.2f} ms/fire")
     if db_cpu is not None:
         print(f"database CPU: {db_cpu:.1f}s = {1000 * db_cpu / max(fires, 1):.2f} ms/fire")
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
+    print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")
 
 
 if __name__ == "__main__":
