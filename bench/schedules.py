@@ -7,8 +7,9 @@ replicas — for M minutes of wall-clock time. Every instant is due at the same 
 schedules, the worst case. Reports, from the occurrence rows and the processes' own accounting:
 
 - fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences): p50, p99, max;
-- scheduler CPU per fire (user+system time of the scheduler processes / fires) and, when it can be
-  read from /proc, the database server's CPU per fire over the same window;
+- scheduler CPU per decision (user+system time of the scheduler processes / instants decided) and,
+  when it can be read from /proc, the database server's CPU per decision over the same window (all
+  of mariadbd's CPU: on a shared server it includes everyone else's queries);
 - anything not FIRED (nothing, while the replicas keep up: no quota, Allow, default queue);
 - the plan MariaDB chooses for the scheduler's scan over the N schedules (``ix_schedules_due``).
 
@@ -183,7 +184,7 @@ def report(
     occ = schedule_occurrences
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.select(occ.c.status, occ.c.scheduled_at, occ.c.recorded_at).where(
+            sa.select(occ.c.status, occ.c.scheduled_at, occ.c.recorded_at, occ.c.instants).where(
                 occ.c.scheduled_at >= first, occ.c.scheduled_at <= last
             )
         ).all()
@@ -192,20 +193,21 @@ def report(
     fires = sum(o[0] for o in outcomes)
     cpu = sum(o[2] for o in outcomes)
     expected = args.schedules * args.minutes
+    print(f"{args.replicas} scheduler replicas, pass interval {args.interval:g}s")
+    missed = sum(r.instants for r in rows if r.status != "FIRED")
     print(
-        f"{args.replicas} scheduler replicas, pass interval {args.interval:g}s, "
-        f"{args.minutes} minute(s) of instants {first:%H:%M}..{last:%H:%M}Z"
-    )
-    print(
-        f"occurrences: {len(fired)} fired of {expected} expected, "
-        f"{len(rows) - len(fired)} not fired, {sum(o[1] for o in outcomes)} loop errors"
+        f"instants {first:%H:%M}..{last:%H:%M}Z: {len(fired)} fired of {expected}, "
+        f"{missed} missed or skipped, {sum(o[1] for o in outcomes)} loop errors"
     )
     if lateness:
         p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
         print(f"fire lateness: p50 {p50:.2f}s  p99 {p99:.2f}s  max {lateness[-1]:.2f}s")
-    print(f"scheduler CPU: {cpu:.1f}s for {fires} fires = {1000 * cpu / max(fires, 1):.2f} ms/fire")
+    print(
+        f"scheduler CPU: {cpu:.1f}s for {fires} decisions (fired, skipped or missed) = "
+        f"{1000 * cpu / max(fires, 1):.2f} ms each"
+    )
     if db_cpu is not None:
-        print(f"database CPU: {db_cpu:.1f}s = {1000 * db_cpu / max(fires, 1):.2f} ms/fire")
+        print(f"database CPU: {db_cpu:.1f}s = {1000 * db_cpu / max(fires, 1):.2f} ms per decision")
     with engine.connect() as conn:
         plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
     print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")

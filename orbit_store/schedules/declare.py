@@ -1,8 +1,9 @@
-"""Declaring schedules: create, update, suspend/resume and delete, each one transaction.
+"""Declaring schedules: create, update, suspend/resume and delete, each one transaction that
+locks the schedule row first (then nothing else but inserts).
 
 An edit that changes the spec bumps ``version`` and restarts the schedule from now: its next fire
 is the new definition's first instant after the edit (and not before ``start_at``), so no instant
-is decided twice. If an instant of the old definition was already due but not yet decided (the
+is decided twice (invariants 5, 6). If an instant of the old definition was already due but not yet decided (the
 edit raced the scheduler, or no scheduler ran), the same transaction records it as MISSED
 (``Superseded``) — nothing is dropped silently. Suspending holds ``next_fire_at`` at NULL;
 resuming starts from now like an edit: instants that passed while suspended never fire (unlike a
