@@ -3,11 +3,11 @@ locks the schedule row first (then nothing else but inserts).
 
 An edit that changes the spec bumps ``version`` and restarts the schedule from now: its next fire
 is the new definition's first instant after the edit (and not before ``start_at``), so no instant
-is decided twice (invariants 5, 6). If an instant of the old definition was already due but not yet decided (the
-edit raced the scheduler, or no scheduler ran), the same transaction records it as MISSED
-(``Superseded``) — nothing is dropped silently. Suspending holds ``next_fire_at`` at NULL;
-resuming starts from now like an edit: instants that passed while suspended never fire (unlike a
-Kubernetes CronJob without a starting deadline, which fires them on resume).
+is decided twice (invariants 5, 6). If an instant of the old definition was already due but not
+yet decided (the edit raced the scheduler, or no scheduler ran), the same transaction records it
+as MISSED (``Superseded``) — nothing is dropped silently. Suspending holds ``next_fire_at`` at
+NULL; resuming starts from now like an edit: instants that passed while suspended never fire
+(unlike a Kubernetes CronJob without a starting deadline, which fires them on resume).
 
 Schedules created through the API can be changed through the API; those declared by a Schedule
 resource (``source`` operator or manifest) only through the resource, or the operator would
