@@ -50,6 +50,20 @@ class Metrics:
             ["loop"],
             registry=self.registry,
         )
+        self.schedule_fires = Counter(
+            "orbit_schedule_fires_total",
+            "Schedule instants decided, by outcome: fired (a task was created), skipped "
+            "(concurrency policy, queue or quota refused), missed (misfire or starting deadline).",
+            ["namespace", "outcome"],
+            registry=self.registry,
+        )
+        self.schedule_fire_lateness = Histogram(
+            "orbit_schedule_fire_lateness_seconds",
+            "From a schedule instant to the commit that fired it.",
+            ["namespace"],
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600),
+        )
         self.reviews = Counter(
             "orbit_task_reviews_total",
             "NEEDS_REVIEW tasks settled by a review, by decision (succeeded, failed).",

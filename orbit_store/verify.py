@@ -10,7 +10,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from .pulse.model import LEGAL_TRANSITIONS, TaskState
-from .schema import concurrency_permits, task_attempts, task_events, tasks
+from .schema import (
+    concurrency_permits,
+    schedule_occurrences,
+    schedules,
+    task_attempts,
+    task_events,
+    tasks,
+)
 
 LIVE_ATTEMPT = ("LEASED", "RUNNING")
 EXAMPLES = 10
@@ -199,6 +206,36 @@ def _attempt_count_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
     return _ids(conn, _scoped(query, tasks, ns))
 
 
+def _scheduled_task_without_occurrence(conn: sa.Connection, ns: str | None) -> list[str]:
+    occ = schedule_occurrences
+    query = (
+        sa.select(tasks.c.id)
+        .outerjoin(
+            occ, sa.and_(occ.c.task_id == tasks.c.id, occ.c.schedule_id == tasks.c.schedule_id)
+        )
+        .where(tasks.c.schedule_id.is_not(None), occ.c.id.is_(None))
+    )
+    return _ids(conn, _scoped(query, tasks, ns))
+
+
+def _schedule_behind_its_occurrences(conn: sa.Connection, ns: str | None) -> list[str]:
+    """A schedule whose next instant is not after every instant it already decided."""
+    latest = (
+        sa.select(
+            schedule_occurrences.c.schedule_id,
+            sa.func.max(schedule_occurrences.c.through_at).label("through"),
+        )
+        .group_by(schedule_occurrences.c.schedule_id)
+        .subquery()
+    )
+    query = (
+        sa.select(schedules.c.id)
+        .join(latest, latest.c.schedule_id == schedules.c.id)
+        .where(schedules.c.next_fire_at <= latest.c.through)
+    )
+    return _ids(conn, _scoped(query, schedules, ns))
+
+
 CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str]]]] = {
     "multiple_live_attempts": (
         "2",
@@ -236,6 +273,16 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
         "8",
         "more than one direct retry successor",
         _multiple_retry_successors,
+    ),
+    "scheduled_task_without_occurrence": (
+        "5",
+        "a task a schedule fired that no occurrence of that schedule records",
+        _scheduled_task_without_occurrence,
+    ),
+    "schedule_behind_its_occurrences": (
+        "5",
+        "a schedule whose next fire is not after the instants it already decided",
+        _schedule_behind_its_occurrences,
     ),
     "attempt_count_mismatch": (
         "3",

@@ -1,4 +1,4 @@
-"""The Orbit operator (Kopf): Queue, Quota and Credential resources → MySQL, WorkerPools →
+"""The Orbit operator (Kopf): Queue, Quota, Schedule and Credential resources → MySQL, WorkerPools →
 Deployments sized from the backlog, worker pods → registrations (ORBIT.md §10).
 
 Importing the package declares the handlers, so both ``orbit operator`` and
@@ -6,6 +6,14 @@ Importing the package declares the handlers, so both ``orbit operator`` and
 (:mod:`orbit_operator.settings`); the handlers are thin adapters around ``orbit.reconcile``.
 """
 
-from . import credentials, lifecycle, pods, queues, quotas, workerpools
+from . import credentials, lifecycle, pods, queues, quotas, schedules, workerpools
 
-__all__ = ["credentials", "lifecycle", "pods", "queues", "quotas", "workerpools"]
+__all__ = [
+    "credentials",
+    "lifecycle",
+    "pods",
+    "queues",
+    "quotas",
+    "schedules",
+    "workerpools",
+]

@@ -1,5 +1,6 @@
-"""Handlers for kinds whose reconcile needs nothing but their own body (Queue, Quota): create,
-update and resume reconcile; a timer repairs drift; delete runs the kind's deletion rules."""
+"""Handlers for kinds whose reconcile needs nothing but their own body (Queue, Quota, Schedule):
+create, update and resume reconcile; a timer repairs drift (and refreshes status from MySQL);
+delete runs the kind's deletion rules."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from orbit import __version__
 from orbit.engines.deliveries import WebhookSender
 from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
+from orbit.engines.scheduler import scheduler_pass
 from orbit.metrics import Metrics
 
 from . import (
@@ -24,6 +25,7 @@ from . import (
     routes_audit,
     routes_health,
     routes_identity,
+    routes_schedules,
     routes_subscriptions,
     routes_tasks,
     routes_workers,
@@ -55,6 +57,12 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         ),
         EngineLoop("deliveries", sender.run_pass, ctx.settings.delivery_interval, on_error),
         EngineLoop("gauges", ctx.metrics.gauges.refresh, ctx.settings.gauge_interval, on_error),
+        EngineLoop(
+            "scheduler",
+            lambda: scheduler_pass(ctx.engine, ctx.metrics),
+            ctx.settings.scheduler_interval,
+            on_error,
+        ),
     ]
 
 
@@ -88,6 +96,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     problems.install(app)
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
+    app.include_router(routes_schedules.router)
     app.include_router(routes_health.router)
     app.include_router(routes_subscriptions.router)
     app.include_router(routes_audit.router)

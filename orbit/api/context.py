@@ -20,6 +20,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     reaper_interval: float = 1.0
+    scheduler_interval: float = 1.0
     lease_poll_interval: float = 1.0
     heartbeat_interval: float = 10.0
     gauge_interval: float = 15.0  # backlog gauges on /metrics (orbit/engines/gauges.py)

@@ -24,6 +24,7 @@ class OrbitGroup(LazyGroup):
         "admin": LazyCommand("orbit.cli.admin:app"),
         "outbox": LazyCommand("orbit.cli.outbox:app"),
         "subscription": LazyCommand("orbit.cli.subscriptions:app"),
+        "schedule": LazyCommand("orbit.cli.schedules:app"),
     }
 
 

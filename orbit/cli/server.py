@@ -26,6 +26,9 @@ def server(
         ),
     ] = False,
     reaper_interval: Annotated[float, typer.Option(help="Seconds between reaper passes.")] = 1.0,
+    scheduler_interval: Annotated[
+        float, typer.Option(help="Seconds between scheduler passes (firing due schedules).")
+    ] = 1.0,
     heartbeat_interval: Annotated[
         float, typer.Option(help="Seconds between worker heartbeats (told to workers).")
     ] = 10.0,
@@ -61,6 +64,7 @@ def server(
         host=host,
         port=port,
         reaper_interval=reaper_interval,
+        scheduler_interval=scheduler_interval,
         heartbeat_interval=heartbeat_interval,
         gauge_interval=gauge_interval,
         require_registered_pods=require_registered_pods,

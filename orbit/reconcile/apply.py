@@ -17,7 +17,7 @@ from orbit_store.pulse.queues import undeclared_queues
 from .audited import delete_audited, reconcile_audited
 from .kinds import KINDS, Kind
 from .manifests import ManifestError, ManifestSet, read
-from .resource import Deletion, Resource
+from .resource import Deletion, InvalidSpec, Resource
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,11 @@ def apply_manifests(
     the namespaces the manifests declare objects in, or exactly ``prune_namespaces`` when given
     (as kubectl's --prune needs a selector): applying one team's folder never prunes another's."""
     manifests = read(paths, default_namespace)
-    problems = manifests.problems + _queue_reference_problems(engine, manifests)
+    problems = (
+        manifests.problems
+        + _spec_problems(manifests)
+        + _queue_reference_problems(engine, manifests)
+    )
     if problems:  # every problem of every kind in one report, and nothing written
         raise ManifestError("\n".join(problems))
     scope = sorted(set(prune_namespaces or [r.namespace for r in manifests.resources]))
@@ -74,16 +78,35 @@ def _apply_all(
     return lines
 
 
+def _spec_problems(manifests: ManifestSet) -> list[str]:
+    """What the CRD schema cannot check (a Schedule's expression and zone), before writing."""
+    problems = []
+    for r in manifests.resources:
+        kind = KINDS.get(r.kind)
+        try:
+            if kind is not None:
+                kind.validate(r)
+        except InvalidSpec as exc:
+            problems.append(f"{r.ref}: {exc}")
+    return problems
+
+
+def _queues_named(r: Resource) -> list[str]:
+    if r.kind == "Quota":
+        return [r.spec["queue"]] if r.spec.get("queue") else []
+    if r.kind == "Schedule":
+        return [r.spec["taskTemplate"]["queue"]]
+    return list(r.spec.get("queues", [])) if r.kind == "WorkerPool" else []
+
+
 def _queue_reference_problems(engine: sa.Engine, manifests: ManifestSet) -> list[str]:
-    """Quotas and WorkerPools may only name queues declared here or already in the store;
-    checked before anything is written, so a dangling reference applies nothing."""
+    """Quotas, Schedules and WorkerPools may only name queues declared here or already in the
+    store; checked before anything is written, so a dangling reference applies nothing."""
     declared = {(r.namespace, r.name) for r in manifests.resources if r.kind == "Queue"}
     problems = []
     with engine.connect() as conn:
         for r in manifests.resources:
-            named = [r.spec["queue"]] if r.kind == "Quota" and r.spec.get("queue") else []
-            named += list(r.spec.get("queues", [])) if r.kind == "WorkerPool" else []
-            unknown = [q for q in named if (r.namespace, q) not in declared]
+            unknown = [q for q in _queues_named(r) if (r.namespace, q) not in declared]
             for queue in undeclared_queues(conn, r.namespace, unknown):
                 problems.append(
                     f"{r.ref}: queue {queue!r} is not declared in namespace "

@@ -14,13 +14,18 @@ import sqlalchemy as sa
 
 from orbit_store.audit import digest, record_audit
 from orbit_store.clock import db_now
-from orbit_store.schema import credentials, queues, quotas
+from orbit_store.schema import credentials, queues, quotas, schedules
 
 from .kinds import Kind, SecretLookup
 from .resource import Deletion, Outcome, Resource
 
 #: Where each kind's declared row lives, for the before/after digests.
-STORED_TABLES: dict[str, sa.Table] = {"Queue": queues, "Quota": quotas, "Credential": credentials}
+STORED_TABLES: dict[str, sa.Table] = {
+    "Queue": queues,
+    "Quota": quotas,
+    "Credential": credentials,
+    "Schedule": schedules,
+}
 #: Columns that say nothing about what was declared (the generation is the audit row's
 #: resource_version; a quota's token bucket is runtime state).
 NOT_AUDITED = frozenset(
@@ -32,6 +37,8 @@ NOT_AUDITED = frozenset(
         "spec_generation",
         "rate_tokens",
         "rate_refilled_at",
+        "next_fire_at",
+        "last_fire_at",
     }
 )
 SECRET_COLUMNS = frozenset({"token_hash"})
@@ -66,6 +73,8 @@ def _action(kind: str, before: dict[str, Any] | None, after: dict[str, Any] | No
     changed = {k for k in after if before is None or before.get(k) != after.get(k)}
     if before is not None and changed == {"paused"}:
         return f"{name}.pause" if after["paused"] else f"{name}.resume"
+    if before is not None and changed <= {"suspended", "version"} and "suspended" in changed:
+        return f"{name}.suspend" if after["suspended"] else f"{name}.resume"
     if before is not None and "revoked_at" in changed and after["revoked_at"] is not None:
         return f"{name}.revoke"
     if before is not None and changed == {"draining_since"}:

@@ -11,9 +11,10 @@ import sqlalchemy as sa
 from orbit_store.credentials import list_credentials
 from orbit_store.pulse.queues import list_queues
 from orbit_store.pulse.quota_declarations import list_quotas
+from orbit_store.schedules.queries import declared_schedules
 from orbit_store.schema import queues
 
-from . import credential, queue, quota
+from . import credential, queue, quota, schedule
 from .resource import Deletion, Outcome, Resource
 
 SecretLookup = Callable[[str, str], dict[str, str] | None]
@@ -29,6 +30,8 @@ class Kind:
     declared: Callable[[sa.Connection, str], list[tuple[str, str, str]]]
     # The spec deletion needs, rebuilt from the store when pruning.
     stored_spec: Callable[[sa.Connection, str, str], dict[str, object]]
+    # Checks beyond the CRD schema, run by `orbit apply` before anything is written.
+    validate: Callable[[Resource], None] = lambda _resource: None
 
 
 def _queue_spec(conn: sa.Connection, namespace: str, name: str) -> dict[str, object]:
@@ -68,5 +71,14 @@ KINDS: dict[str, Kind] = {
             (c.namespace, c.name, c.source) for c in list_credentials(conn, ns)
         ],
         stored_spec=lambda conn, ns, name: {},
+    ),
+    "Schedule": Kind(
+        "Schedule",
+        "schedules",
+        reconcile=lambda conn, r, _secrets: schedule.reconcile(conn, r),
+        delete=schedule.delete,
+        declared=declared_schedules,
+        stored_spec=lambda conn, ns, name: {},
+        validate=schedule.validate,
     ),
 }

@@ -14,7 +14,7 @@ import yaml
 from .admission import admit
 from .resource import API_VERSION, Resource
 
-KIND_ORDER = ("Queue", "Quota", "Credential", "WorkerPool")
+KIND_ORDER = ("Queue", "Quota", "Schedule", "Credential", "WorkerPool")
 SUFFIXES = (".yaml", ".yml")
 
 

@@ -3,8 +3,8 @@
 The operator and `orbit apply` reconcile the same manifests through the same functions, so for
 the same manifests they must leave the same rows; this is the view both are compared by. Only the
 meaning is kept: ids, timestamps, who applied it (``source``, ``spec_generation``) and runtime
-state (a quota's token bucket, a queue's drain start) are left out; a credential keeps its token
-hash and whether it is revoked.
+state (a quota's token bucket, a queue's drain start, a schedule's progress) are left out; a
+credential keeps its token hash and whether it is revoked.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.schema import credentials, queues, quotas
+from orbit_store.schema import credentials, queues, quotas, schedules
 
 IGNORED = frozenset(
     {
@@ -26,6 +26,8 @@ IGNORED = frozenset(
         "draining_since",
         "rate_tokens",
         "rate_refilled_at",
+        "next_fire_at",
+        "last_fire_at",
     }
 )
 
@@ -46,5 +48,6 @@ def _rows(conn: sa.Connection, table: sa.Table, namespace: str) -> list[dict[str
 
 
 def declared_rows(conn: sa.Connection, namespace: str) -> Rows:
-    """The namespace's queues, quotas and credentials by table name, ordered by name."""
-    return {table.name: _rows(conn, table, namespace) for table in (queues, quotas, credentials)}
+    """The namespace's queues, quotas, credentials and schedules by table name, ordered by name."""
+    tables = (queues, quotas, credentials, schedules)
+    return {table.name: _rows(conn, table, namespace) for table in tables}

@@ -1,86 +1,200 @@
-"""Firing one schedule occurrence (seed §5 "调度触发"): the occurrence record, its task and the
-schedule's progress commit in one transaction (invariant 5).
+"""Deciding a schedule's oldest due instant (seed §5 "调度触发"): the occurrence record, its task
+and the schedule's progress commit in one transaction (invariant 5).
 
-Lock order: the schedule row, then the new task's rows (inserts only). The schedule row is locked
-and its ``next_fire_at`` compared with the instant being fired, so two scheduler replicas never
-both fire it; the UNIQUE (schedule_id, scheduled_at) occurrence and the task's idempotency key are
-the second and third lines of defence (invariant 6). If the task is refused (a quota, an
-undeclared queue) the whole transaction rolls back: no occurrence, no progress — the next pass
-tries the same instant again.
+Lock order: the schedule row first (claimed ``FOR UPDATE SKIP LOCKED`` on MySQL/MariaDB, so a
+replica never waits for another one busy with the same schedule), then Pulse's own order inside
+``submit_task`` (quota rows → the new task's rows), then the previous tasks a Replace cancels
+(task rows by id, through ``cancel_task``). The claim re-reads ``next_fire_at <= now`` under the
+lock, so two scheduler replicas never decide the same instant; UNIQUE (schedule_id, scheduled_at)
+and the task's idempotency key (schedule id + instant) are the second and third lines of defence
+(invariant 6). A task refused by the queue or a quota is recorded as a SKIPPED occurrence with
+that reason — the instant is decided, never retried forever.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
-from orbit_store.ids import new_id
+from orbit_store.clock import as_db_time, utc_now
+from orbit_store.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
+from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.model import TaskState
 from orbit_store.pulse.submit import SubmitRequest, submit_task
-from orbit_store.schema import schedule_occurrences, schedules
+from orbit_store.schema import schedules, tasks
+
+from .cron import parse
+from .model import (
+    ConcurrencyPolicy,
+    FireStep,
+    MisfirePolicy,
+    OccurrenceStatus,
+    Reason,
+    TaskTemplate,
+)
+from .plan import Fire, Miss, Policies, decide
+from .progress import move, record
+
+UNFINISHED = (TaskState.WAITING, TaskState.LEASED, TaskState.RUNNING, TaskState.NEEDS_REVIEW)
+REPLACE_BATCH = 100
+SUBMIT_REFUSALS: tuple[tuple[type[Exception], Reason], ...] = (
+    (NotFound, Reason.QUEUE_NOT_FOUND),
+    (QuotaExceeded, Reason.QUOTA_EXCEEDED),
+    (Conflict, Reason.SUBMIT_CONFLICT),
+    (InvalidRequest, Reason.INVALID_TASK),
+)
+Verdict = tuple[OccurrenceStatus, Reason, str, str | None]
 
 
-@dataclass(frozen=True)
-class FireResult:
-    fired: bool
-    task_id: str | None = None
-    reason: str = ""
+def submission_key(schedule_id: str, instant: dt.datetime) -> str:
+    """The deterministic idempotency key of the task fired for ``instant``."""
+    return f"schedule:{schedule_id}:{instant:%Y-%m-%dT%H:%M:%S.%f}Z"
 
 
-def fire_occurrence(
-    conn: sa.Connection,
-    *,
-    namespace: str,
-    schedule_id: str,
-    scheduled_at: dt.datetime,
-    next_fire_at: dt.datetime | None,
-) -> FireResult:
-    """Fire ``scheduled_at`` (which must be the schedule's current ``next_fire_at``) and move
-    the schedule on to ``next_fire_at``."""
-    schedule = conn.execute(
-        sa.select(schedules)
+def fire_next(conn: sa.Connection, *, namespace: str, schedule_id: str) -> FireStep | None:
+    """Decide the oldest due instant of the schedule (or a run of missed ones), in one
+    transaction. None when it is not due, or another replica holds it right now."""
+    row = conn.execute(
+        sa.select(schedules, utc_now().label("db_now"))
         .where(schedules.c.id == schedule_id, schedules.c.namespace == namespace)
-        .with_for_update()
+        .with_for_update(skip_locked=True)
     ).one_or_none()
-    if schedule is None:
-        return FireResult(False, reason="schedule not found")
-    if schedule.suspended:
-        return FireResult(False, reason="schedule is suspended")
-    if schedule.next_fire_at != scheduled_at:
-        return FireResult(False, reason="instant already fired or not due")
-    template = schedule.task_template
-    key = f"schedule:{schedule_id}:{scheduled_at.isoformat()}"
-    submitted = submit_task(
-        conn,
-        SubmitRequest(
-            namespace=namespace,
-            queue=template.get("queue", "default"),
-            handler=template["handler"],
-            params=template.get("params", {}),
-            idempotency_key=key,
-            schedule_id=schedule_id,
-            submitted_by=f"schedule/{schedule.name}",
-        ),
+    if row is None:
+        return None
+    now = as_db_time(conn, row.db_now)
+    if row.next_fire_at is None or row.next_fire_at > now:
+        return None
+    cron = parse(row.cron, row.time_zone)
+    policies = Policies(
+        MisfirePolicy(row.misfire_policy),
+        row.catch_up_limit,
+        row.starting_deadline_seconds,
+        row.end_at,
     )
-    conn.execute(
-        schedule_occurrences.insert().values(
-            id=new_id(),
-            schedule_id=schedule_id,
-            namespace=namespace,
-            scheduled_at=scheduled_at,
-            fired_at=db_now(conn),
-            schedule_version=schedule.version,
-            outcome="FIRED",
-            task_id=submitted.task_id,
+    decision = decide(cron, policies, row.next_fire_at, now)
+    if isinstance(decision, Miss):
+        verdict: Verdict = (OccurrenceStatus.MISSED, decision.reason, decision.message, None)
+        first, through, instants = decision.first, decision.through, decision.instants
+    else:
+        verdict = _fire(conn, row, decision, now)
+        first = through = decision.instant
+        instants = 1
+    status, reason, message, task_id = verdict
+    record(
+        conn,
+        row,
+        status=status,
+        reason=reason,
+        message=message,
+        first=first,
+        through=through,
+        instants=instants,
+        now=now,
+        task_id=task_id,
+    )
+    next_fire_at = cron.next_after(through, end_at=row.end_at)
+    fired = status is OccurrenceStatus.FIRED
+    move(conn, row, next_fire_at=next_fire_at, last_fire_at=first if fired else row.last_fire_at)
+    return FireStep(
+        namespace=namespace,
+        schedule_id=schedule_id,
+        name=row.name,
+        status=status,
+        reason=reason,
+        scheduled_at=first,
+        through_at=through,
+        instants=instants,
+        recorded_at=now,
+        task_id=task_id,
+        next_fire_at=next_fire_at,
+        more_due=next_fire_at is not None and next_fire_at <= now,
+    )
+
+
+def _fire(conn: sa.Connection, row: sa.Row[Any], fire: Fire, now: dt.datetime) -> Verdict:
+    """Apply concurrencyPolicy, then submit the task (quotas, queue checks, idempotency)."""
+    policy = ConcurrencyPolicy(row.concurrency_policy)
+    previous = _unfinished_tasks(conn, row) if policy is not ConcurrencyPolicy.ALLOW else []
+    if previous and policy is ConcurrencyPolicy.FORBID:
+        return (
+            OccurrenceStatus.SKIPPED,
+            Reason.CONCURRENCY_FORBID,
+            f"{_describe(previous)} unfinished; concurrencyPolicy Forbid skips this instant",
+            None,
+        )
+    reviews = [t for t in previous if t.state == TaskState.NEEDS_REVIEW]
+    if reviews:
+        return (
+            OccurrenceStatus.SKIPPED,
+            Reason.PREVIOUS_AWAITS_REVIEW,
+            f"{_describe(reviews)} awaiting review: a task whose outcome is unknown is never "
+            "replaced; review it (`orbit task review`) and the next instant fires",
+            None,
+        )
+    template = TaskTemplate.from_json(row.task_template)
+    try:
+        with conn.begin_nested():
+            submitted = submit_task(conn, _request(row, template, fire.instant))
+    except (NotFound, QuotaExceeded, Conflict, InvalidRequest) as exc:
+        reason = next(r for cls, r in SUBMIT_REFUSALS if isinstance(exc, cls))
+        return OccurrenceStatus.SKIPPED, reason, f"task not created: {exc}", None
+    late = (now - fire.instant).total_seconds()
+    message = f"fired {late:.1f}s after its instant" + _misfire_note(fire.reason)
+    for task in previous:
+        cancel_task(
+            conn,
+            namespace=row.namespace,
+            task_id=task.id,
+            actor=f"schedule/{row.name}",
+            reason=f"replaced by the {fire.instant:%Y-%m-%dT%H:%M:%S}Z fire of schedule {row.name}",
+        )
+    if previous:
+        message += f"; concurrencyPolicy Replace cancelled {_describe(previous)}"
+    reason = Reason.REPLACED if previous else fire.reason
+    return OccurrenceStatus.FIRED, reason, message, submitted.task_id
+
+
+def _request(row: sa.Row[Any], template: TaskTemplate, instant: dt.datetime) -> SubmitRequest:
+    return SubmitRequest(
+        namespace=row.namespace,
+        queue=template.queue,
+        handler=template.handler,
+        params=template.params,
+        idempotency_key=submission_key(row.id, instant),
+        priority=template.priority,
+        max_attempts=template.max_attempts,
+        safety=template.safety,
+        schedule_id=row.id,
+        submitted_by=f"schedule/{row.name}",
+    )
+
+
+def _unfinished_tasks(conn: sa.Connection, row: sa.Row[Any]) -> list[sa.Row[Any]]:
+    """The schedule's tasks that are not terminal (a plain read; ix_tasks_schedule)."""
+    return list(
+        conn.execute(
+            sa.select(tasks.c.id, tasks.c.state)
+            .where(
+                tasks.c.schedule_id == row.id,
+                tasks.c.namespace == row.namespace,
+                tasks.c.state.in_([s.value for s in UNFINISHED]),
+            )
+            .order_by(tasks.c.id)
+            .limit(REPLACE_BATCH)
         )
     )
-    advanced = conn.execute(
-        schedules.update()
-        .where(schedules.c.id == schedule_id, schedules.c.next_fire_at == scheduled_at)
-        .values(next_fire_at=next_fire_at, last_fire_at=scheduled_at)
-    )
-    if advanced.rowcount != 1:
-        raise RuntimeError(f"schedule {schedule_id} moved under its own lock")
-    return FireResult(True, task_id=submitted.task_id)
+
+
+def _describe(found: list[sa.Row[Any]]) -> str:
+    shown = ", ".join(f"task {t.id} ({t.state})" for t in found[:3])
+    return shown + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+
+
+def _misfire_note(reason: Reason) -> str:
+    if reason is Reason.FIRE_ONCE:
+        return " (misfired: misfirePolicy FireOnce fires the latest missed instant)"
+    if reason is Reason.CATCH_UP:
+        return " (misfired: misfirePolicy CatchUp)"
+    return ""

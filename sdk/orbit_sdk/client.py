@@ -1,4 +1,5 @@
-"""``Client`` and ``AsyncClient``: submit, inspect, list, cancel and wait for tasks over HTTP.
+"""``Client`` and ``AsyncClient``: submit, inspect, list, cancel and wait for tasks over HTTP;
+schedules come from the ``_schedules`` mixins.
 
 Both build their requests with ``_calls`` and send them through ``_transport``, so retries,
 idempotency and error mapping are the same whichever one you use.
@@ -18,6 +19,7 @@ from typing import Any, Self
 import httpx
 
 from . import _calls
+from ._schedules import AsyncScheduleMethods, ScheduleMethods
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
 from .errors import TimeoutExpired
@@ -53,7 +55,7 @@ def _timeout_error(task_id: str, timeout: float | None, last: TaskDetail | None)
     return err
 
 
-class Client(ResultsMethods):
+class Client(ResultsMethods, ScheduleMethods):
     """Synchronous client. Thread-safe; reuse one per process (it pools connections).
 
     ``server`` and ``token`` default to the ``ORBIT_SERVER`` and ``ORBIT_TOKEN`` environment
@@ -250,7 +252,7 @@ class Client(ResultsMethods):
         self.close()
 
 
-class AsyncClient(AsyncResultsMethods):
+class AsyncClient(AsyncResultsMethods, AsyncScheduleMethods):
     """The asyncio twin of ``Client`` (same methods, awaitable)."""
 
     def __init__(

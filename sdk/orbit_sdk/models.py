@@ -123,6 +123,79 @@ class Identity(WireModel):
     roles: list[str] = Field(default_factory=list)
 
 
+# --- schedules -----------------------------------------------------------------------------
+
+
+class ScheduleTask(WireModel):
+    """The task a schedule submits at each fire."""
+
+    handler: str
+    queue: str = "default"
+    params: Any = None
+    priority: int | None = None
+    safety: str | None = None
+    max_attempts: int | None = None
+
+
+class ScheduleOccurrence(WireModel):
+    """One decided instant: FIRED (``task_id`` set), SKIPPED or MISSED, with the reason. A
+    MISSED occurrence may stand for a run of ``instants`` instants up to ``through_at``."""
+
+    scheduled_at: dt.datetime
+    through_at: dt.datetime
+    instants: int = 1
+    recorded_at: dt.datetime
+    status: str
+    reason: str
+    message: str = ""
+    schedule_version: int
+    task_id: str | None = None
+    task_state: str | None = None
+
+
+class Schedule(WireModel):
+    id: str
+    namespace: str
+    name: str
+    cron: str
+    time_zone: str
+    task: ScheduleTask
+    suspend: bool = False
+    concurrency_policy: str = "Allow"
+    starting_deadline_seconds: int | None = None
+    misfire_policy: str = "FireOnce"
+    catch_up_limit: int = 1
+    start_at: dt.datetime | None = None
+    end_at: dt.datetime | None = None
+    version: int
+    #: Active, Suspended, or Ended (no instant left before end_at).
+    state: str
+    next_fire_at: dt.datetime | None = None
+    last_fire_at: dt.datetime | None = None
+    source: str = "api"
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    active_tasks: int = 0
+    #: Newest first (``get_schedule``; empty in lists).
+    occurrences: list[ScheduleOccurrence] = Field(default_factory=list)
+
+
+class SchedulePage(WireModel):
+    items: list[Schedule]
+    next_page_token: str | None = None
+
+
+class PreviewInstant(WireModel):
+    at: dt.datetime
+    local: dt.datetime
+
+
+class SchedulePreview(WireModel):
+    cron: str
+    time_zone: str
+    instants: list[PreviewInstant] = Field(default_factory=list)
+
+
 # --- worker protocol -----------------------------------------------------------------------
 
 
@@ -216,7 +289,13 @@ __all__ = [
     "Identity",
     "Lease",
     "LeaseBatch",
+    "PreviewInstant",
     "Problem",
+    "Schedule",
+    "ScheduleOccurrence",
+    "SchedulePage",
+    "SchedulePreview",
+    "ScheduleTask",
     "Session",
     "StartResponse",
     "Task",

@@ -26,7 +26,7 @@ from orbit.reconcile.admission import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-KINDS = ["Queue", "Quota", "Credential", "WorkerPool"]
+KINDS = ["Queue", "Quota", "Credential", "WorkerPool", "Schedule"]
 EXAMPLES = REPO / "examples" / "manifests"
 INVALID = Path(__file__).parent / "invalid"
 RBAC = REPO / "charts" / "orbit" / "files" / "operator-rbac.yaml"
@@ -176,6 +176,7 @@ def test_cross_field_rules_are_cel_rules_where_the_spec_says() -> None:
         "Quota": ["", "spec"],
         "Credential": [""],
         "WorkerPool": ["", "spec", "spec.autoscaling", "spec.autoscaling"],
+        "Schedule": ["", "spec", "spec"],
     }
 
 
@@ -270,6 +271,34 @@ def test_workerpool_with_fixed_replicas_and_disabled_autoscaling_is_accepted() -
 def test_workerpool_may_scale_to_zero() -> None:
     spec = dict(WORKERPOOL, autoscaling={"enabled": True, "minReplicas": 0, "maxReplicas": 5})
     assert admit(minimal("WorkerPool", **spec))[1] == []
+
+
+def test_schedule_gets_cronjob_like_defaults() -> None:
+    defaulted, refusals = admit(
+        minimal("Schedule", schedule="0 9 * * MON-FRI", taskTemplate={"handler": "reports.daily"})
+    )
+    assert refusals == []
+    assert defaulted["spec"] == {
+        "schedule": "0 9 * * MON-FRI",
+        "timeZone": "UTC",
+        "suspend": False,
+        "concurrencyPolicy": "Allow",
+        "misfirePolicy": "FireOnce",
+        "catchUpLimit": 1,
+        "taskTemplate": {"handler": "reports.daily", "queue": "default", "params": {}},
+    }
+
+
+def test_schedule_with_bounds_in_order_is_accepted() -> None:
+    spec = {
+        "schedule": "@daily",
+        "startAt": "2026-01-01T00:00:00Z",
+        "endAt": "2026-02-01T00:00:00+01:00",
+        "misfirePolicy": "CatchUp",
+        "catchUpLimit": 5,
+        "taskTemplate": {"handler": "h", "params": {"nested": {"any": [1, 2]}}},
+    }
+    assert admit(minimal("Schedule", **spec))[1] == []
 
 
 def test_workerpool_template_keeps_any_pod_template_field() -> None:
@@ -438,6 +467,42 @@ def test_workerpool_without_queues_is_refused() -> None:
     )
 
 
+def test_schedule_with_catch_up_limit_but_another_misfire_policy_is_refused() -> None:
+    assert_refused_once(
+        "schedule-catch-up-limit-without-catch-up.yaml",
+        by="cel",
+        at="spec.catchUpLimit",
+        says="catchUpLimit only applies with misfirePolicy CatchUp",
+    )
+
+
+def test_schedule_ending_before_it_starts_is_refused() -> None:
+    assert_refused_once(
+        "schedule-end-before-start.yaml",
+        by="cel",
+        at="spec.endAt",
+        says="endAt must be later than startAt",
+    )
+
+
+def test_schedule_with_unknown_concurrency_policy_is_refused() -> None:
+    assert_refused_once(
+        "schedule-unknown-concurrency-policy.yaml",
+        by="schema",
+        at="spec.concurrencyPolicy",
+        says="'Skip' is not one of ['Allow', 'Forbid', 'Replace']",
+    )
+
+
+def test_schedule_without_task_template_is_refused() -> None:
+    assert_refused_once(
+        "schedule-without-task-template.yaml",
+        by="schema",
+        at="spec",
+        says="'taskTemplate' is a required property",
+    )
+
+
 def test_every_kind_has_invalid_manifests() -> None:
     kinds = {doc["kind"] for path in INVALID_FILES for doc in load_yaml_documents(path)}
     assert kinds == set(KINDS)
@@ -463,6 +528,7 @@ COLUMNS = {
     "Quota": ["Queue", "Max-Waiting", "Max-Running", "Ready", "Age"],
     "Credential": ["Secret", "Roles", "Ready", "Age"],
     "WorkerPool": ["Ready", "Workers", "Backlog", "Age"],
+    "Schedule": ["Schedule", "TimeZone", "Suspend", "Last", "Next", "Ready", "Age"],
 }
 READY_CONDITION = '.status.conditions[?(@.type=="Ready")].status'
 OBJECT_META = {".metadata.creationTimestamp": "date", ".metadata.name": "string"}
@@ -487,7 +553,10 @@ def test_printer_columns_point_at_fields_in_the_schema(kind: str) -> None:
             continue
         node = crd_schema.resolve_json_path(schema_of(kind), path)
         expected = {"integer": "integer", "boolean": "boolean", "number": "number"}
-        assert column["type"] == expected.get(node["type"], "string"), column
+        allowed = {expected.get(node["type"], "string")}
+        if node.get("format") == "date-time":
+            allowed.add("date")  # kubectl shows the age
+        assert column["type"] in allowed, column
 
 
 def test_printer_column_path_to_a_missing_field_is_noticed() -> None:

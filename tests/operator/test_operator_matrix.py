@@ -19,7 +19,7 @@ from orbit_store.db import create_store_engine
 pytestmark = pytest.mark.slow
 
 EXAMPLES = ROOT / "examples" / "manifests"
-KINDS = ("Queue", "Quota", "Credential", "WorkerPool")
+KINDS = ("Queue", "Quota", "Credential", "WorkerPool", "Schedule")
 
 
 def examples() -> list[dict[str, object]]:

@@ -60,6 +60,7 @@ def test_orbit_apply_audits_each_change_once_with_actor_generation_and_digests(
     assert actions(store) == [
         ("queue.apply", "checkout"),
         ("quota.apply", "checkout-limits"),
+        ("schedule.apply", "nightly-report"),
         ("credential.apply", "checkout-worker"),
     ]
     for row in audit(store):
@@ -67,7 +68,7 @@ def test_orbit_apply_audits_each_change_once_with_actor_generation_and_digests(
         assert row.after["digest"].startswith("sha256:")
         assert TOKEN not in str(row.after)
     apply(store, folder)
-    assert len(audit(store)) == 3, "an apply that changes nothing is not an admin action"
+    assert len(audit(store)) == 4, "an apply that changes nothing is not an admin action"
 
 
 def test_pausing_and_resuming_a_queue_are_audited_as_such(store: sa.Engine, folder: Path) -> None:
@@ -83,6 +84,22 @@ def test_pausing_and_resuming_a_queue_are_audited_as_such(store: sa.Engine, fold
     assert pause.after["changed"] == ["paused"]
     assert pause.before["fields"]["paused"] is False and pause.after["fields"]["paused"] is True
     assert pause.after["digest"] == resume.before["digest"]
+
+
+def test_suspending_and_resuming_a_schedule_are_audited_as_such(
+    store: sa.Engine, folder: Path
+) -> None:
+    apply(store, folder)
+    manifest = folder / "schedule-nightly-report.yaml"
+    original = manifest.read_text()
+    manifest.write_text(original.replace("spec:\n", "spec:\n  suspend: true\n", 1))
+    apply(store, folder)
+    manifest.write_text(original)
+    apply(store, folder)
+    suspend, resume = audit(store)[-2:]
+    assert (suspend.action, resume.action) == ("schedule.suspend", "schedule.resume")
+    assert suspend.resource_id == "nightly-report"
+    assert "next_fire_at" not in suspend.after["fields"]  # runtime state is not audited
 
 
 def test_a_missing_secret_revokes_the_credential_and_says_so(

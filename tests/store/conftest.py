@@ -15,6 +15,7 @@ from orbit_store.verify import verify
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
+from .schedule_driver import ScheduleDriver
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +49,9 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
 def delivery(pulse: PulseDriver) -> DeliveryDriver:
     """Result delivery on the same namespace and clock as ``pulse``."""
     return DeliveryDriver(pulse)
+
+
+@pytest.fixture
+def schedules(pulse: PulseDriver) -> ScheduleDriver:
+    """Schedules in the pulse driver's namespace, with a clock the test moves."""
+    return ScheduleDriver(pulse)

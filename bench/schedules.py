@@ -1,0 +1,217 @@
+"""Scheduler throughput: many active every-minute schedules, fired by real scheduler passes.
+
+Creates N every-minute schedules (``create_schedule``, spread over namespaces) in a database of
+its own, then runs R scheduler processes — each the server's own loop body
+(``orbit.engines.scheduler.scheduler_pass``) every ``--interval`` seconds, like R ``orbit server``
+replicas — for M minutes of wall-clock time. Every instant is due at the same second for all N
+schedules, the worst case. Reports, from the occurrence rows and the processes' own accounting:
+
+- fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences): p50, p99, max;
+- scheduler CPU per decision (user+system time of the scheduler processes / instants decided) and,
+  when it can be read from /proc, the database server's CPU per decision over the same window (all
+  of mariadbd's CPU: on a shared server it includes everyone else's queries);
+- anything not FIRED (nothing, while the replicas keep up: no quota, Allow, default queue);
+- the plan MariaDB chooses for the scheduler's scan over the N schedules (``ix_schedules_due``).
+
+Usage: ``.venv/bin/python bench/schedules.py [--schedules 10000] [--minutes 3] [--replicas 2]``
+(``--quick``: 1,000 schedules for 1 minute). The database is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import multiprocessing
+import os
+import statistics
+import time
+import uuid
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from orbit.engines.scheduler import scheduler_pass
+from orbit_store import migrate
+from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.schedules.declare import create_schedule
+from orbit_store.schedules.model import ScheduleSpec, TaskTemplate
+from orbit_store.schema import schedule_occurrences, schedules
+
+SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
+PER_NAMESPACE = 100
+SCAN_EXPLAIN = (
+    "EXPLAIN SELECT namespace, id FROM schedules WHERE next_fire_at <= UTC_TIMESTAMP(6) "
+    "ORDER BY next_fire_at LIMIT 500"
+)
+
+
+def create_database(server_url: str) -> str:
+    name = f"orbit_bench_sched_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(make_url(server_url).set(database=None))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    admin.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(url: str) -> None:
+    admin = sa.create_engine(make_url(url).set(database=None))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{make_url(url).database}`")
+    admin.dispose()
+
+
+def declare_schedules(engine: sa.Engine, count: int) -> None:
+    """``count`` every-minute schedules, ``PER_NAMESPACE`` per namespace (one tx each), starting
+    tomorrow: nothing comes due while they are being declared."""
+    tomorrow = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=1)
+    for first in range(0, count, PER_NAMESPACE):
+        namespace = f"bench-{first // PER_NAMESPACE:04d}"
+
+        def work(conn: sa.Connection, first: int = first, namespace: str = namespace) -> None:
+            for i in range(first, min(first + PER_NAMESPACE, count)):
+                spec = ScheduleSpec(
+                    name=f"s{i:05d}",
+                    cron="* * * * *",
+                    task=TaskTemplate(handler="bench.tick"),
+                    start_at=tomorrow,
+                )
+                create_schedule(conn, namespace, spec)
+
+        run_transaction(engine, work)
+
+
+def replica(url: str, until: float, interval: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    """One scheduler replica: passes every ``interval`` s until ``until`` (wall clock)."""
+    logging.disable(logging.WARNING)  # per-fire INFO lines are not what is measured
+    engine = create_store_engine(url, pool_size=2, max_overflow=0)
+    fires = errors = 0
+    cpu = time.process_time()
+    while time.time() < until:
+        report = scheduler_pass(engine)
+        fires += len(report.steps)
+        errors += report.errors
+        time.sleep(interval)
+    out.put((fires, errors, time.process_time() - cpu))
+    engine.dispose()
+
+
+def mariadb_cpu_seconds() -> float | None:
+    """user+system CPU of the local mariadbd/mysqld, from /proc (None if not found)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or (proc / "comm").read_text().strip() not in (
+                "mariadbd",
+                "mysqld",
+            ):
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            continue
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+        if len(values) > 1
+        else values[0]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--server-url", default=os.environ.get("ORBIT_BENCH_SERVER_URL", SERVER_URL)
+    )
+    parser.add_argument("--schedules", type=int, default=10_000)
+    parser.add_argument("--minutes", type=int, default=3)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")
+    parser.add_argument("--quick", action="store_true", help="1,000 schedules for 1 minute")
+    args = parser.parse_args()
+    if args.quick:
+        args.schedules, args.minutes = 1_000, 1
+
+    url = create_database(args.server_url)
+    engine = create_store_engine(url)
+    try:
+        migrate.upgrade(engine)
+        started = time.time()
+        declare_schedules(engine, args.schedules)
+        print(f"declared {args.schedules} every-minute schedules in {time.time() - started:.1f}s")
+        # Every schedule's first instant is the next minute boundary (the worst case: all due
+        # in the same second); measure M whole minutes of instants.
+        now = time.time()
+        begin = now - now % 60 + 60
+        until = begin + 60 * args.minutes - 1
+        first_instant = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
+        with engine.begin() as conn:
+            conn.execute(schedules.update().values(next_fire_at=first_instant, start_at=None))
+        time.sleep(max(begin - 2 - time.time(), 0))
+        db_cpu = mariadb_cpu_seconds()
+        ctx = multiprocessing.get_context("spawn")
+        results: multiprocessing.Queue = ctx.Queue()  # type: ignore[type-arg]
+        procs = [
+            ctx.Process(target=replica, args=(url, until + 30, args.interval, results))
+            for _ in range(args.replicas)
+        ]
+        for p in procs:
+            p.start()
+        outcomes = [results.get() for _ in procs]
+        for p in procs:
+            p.join()
+        db_cpu_used = None if db_cpu is None else (mariadb_cpu_seconds() or 0.0) - db_cpu
+        report(engine, args, begin, outcomes, db_cpu_used)
+    finally:
+        engine.dispose()
+        drop_database(url)
+
+
+def report(
+    engine: sa.Engine,
+    args: argparse.Namespace,
+    begin: float,
+    outcomes: list[tuple[int, int, float]],
+    db_cpu: float | None,
+) -> None:
+    first = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
+    last = first + dt.timedelta(minutes=args.minutes - 1)
+    occ = schedule_occurrences
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(occ.c.status, occ.c.scheduled_at, occ.c.recorded_at, occ.c.instants).where(
+                occ.c.scheduled_at >= first, occ.c.scheduled_at <= last
+            )
+        ).all()
+    fired = [r for r in rows if r.status == "FIRED"]
+    lateness = sorted((r.recorded_at - r.scheduled_at).total_seconds() for r in fired)
+    fires = sum(o[0] for o in outcomes)
+    cpu = sum(o[2] for o in outcomes)
+    expected = args.schedules * args.minutes
+    print(f"{args.replicas} scheduler replicas, pass interval {args.interval:g}s")
+    missed = sum(r.instants for r in rows if r.status != "FIRED")
+    print(
+        f"instants {first:%H:%M}..{last:%H:%M}Z: {len(fired)} fired of {expected}, "
+        f"{missed} missed or skipped, {sum(o[1] for o in outcomes)} loop errors"
+    )
+    if lateness:
+        p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
+        print(f"fire lateness: p50 {p50:.2f}s  p99 {p99:.2f}s  max {lateness[-1]:.2f}s")
+    print(
+        f"scheduler CPU: {cpu:.1f}s for {fires} decisions (fired, skipped or missed) = "
+        f"{1000 * cpu / max(fires, 1):.2f} ms each"
+    )
+    if db_cpu is not None:
+        print(f"database CPU: {db_cpu:.1f}s = {1000 * db_cpu / max(fires, 1):.2f} ms per decision")
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
+    print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")
+
+
+if __name__ == "__main__":
+    main()

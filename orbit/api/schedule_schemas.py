@@ -1,0 +1,127 @@
+"""Request and response bodies of ``/v1/namespaces/{ns}/schedules`` (mirrored by the SDK).
+
+Field names are the API's snake_case of Kubernetes CronJob's where the concept is the same
+(``concurrency_policy``, ``starting_deadline_seconds``, ``suspend``); ``cron`` is CronJob's
+``schedule``. docs/concepts/schedules.md explains every policy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .schemas import NAME_PATTERN, Out, Safety, Strict
+
+ConcurrencyPolicyName = Literal["Allow", "Forbid", "Replace"]
+MisfirePolicyName = Literal["Skip", "FireOnce", "CatchUp"]
+OccurrenceStatusName = Literal["FIRED", "SKIPPED", "MISSED"]
+CRON = Field(
+    ...,
+    min_length=1,
+    max_length=255,
+    description="Five fields (minute hour day-of-month month day-of-week), an optional leading "
+    "seconds field, or @hourly/@daily/@weekly/@monthly/@yearly.",
+    examples=["0 9 * * MON-FRI"],
+)
+TIME_ZONE = Field("UTC", min_length=1, max_length=64, examples=["Europe/Berlin"])
+
+
+class TaskTemplate(Strict):
+    handler: str = Field(..., min_length=1, max_length=255, examples=["reports.nightly"])
+    queue: str = Field("default", pattern=NAME_PATTERN, max_length=63)
+    params: Any = Field(default_factory=dict)
+    priority: int | None = Field(None, ge=-1000, le=1000)
+    safety: Safety | None = None
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+
+
+class ScheduleIn(Strict):
+    cron: str = CRON
+    time_zone: str = TIME_ZONE
+    task: TaskTemplate
+    suspend: bool = False
+    concurrency_policy: ConcurrencyPolicyName = "Allow"
+    starting_deadline_seconds: int | None = Field(
+        None, ge=1, description="An instant decided later than this is recorded as missed."
+    )
+    misfire_policy: MisfirePolicyName = Field(
+        "FireOnce", description="What happens to instants that came due while no scheduler ran."
+    )
+    catch_up_limit: int = Field(1, ge=1, le=1000, description="CatchUp fires at most this many.")
+    start_at: dt.datetime | None = Field(None, description="No fire before (RFC 3339).")
+    end_at: dt.datetime | None = Field(None, description="No fire after (RFC 3339).")
+
+
+class ScheduleCreate(ScheduleIn):
+    name: str = Field(..., pattern=NAME_PATTERN, max_length=63, examples=["nightly-report"])
+
+
+class ScheduleUpdate(ScheduleIn):
+    expected_version: int | None = Field(
+        None, ge=1, description="Apply only if the schedule is still at this version (else 409)."
+    )
+
+
+class Occurrence(Out):
+    scheduled_at: dt.datetime
+    through_at: dt.datetime = Field(..., description="Last instant of a missed run.")
+    instants: int
+    recorded_at: dt.datetime
+    status: OccurrenceStatusName
+    reason: str
+    message: str
+    schedule_version: int
+    task_id: str | None
+    task_state: str | None
+
+
+class Schedule(Out):
+    id: str
+    namespace: str
+    name: str
+    cron: str
+    time_zone: str
+    task: TaskTemplate
+    suspend: bool
+    concurrency_policy: ConcurrencyPolicyName
+    starting_deadline_seconds: int | None
+    misfire_policy: MisfirePolicyName
+    catch_up_limit: int
+    start_at: dt.datetime | None
+    end_at: dt.datetime | None
+    version: int
+    state: Literal["Active", "Suspended", "Ended"]
+    next_fire_at: dt.datetime | None
+    last_fire_at: dt.datetime | None
+    source: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    active_tasks: int = Field(..., description="Tasks it fired that are not finished.")
+    occurrences: list[Occurrence] = Field(default_factory=list, description="Newest first.")
+
+
+class SchedulePage(Out):
+    items: list[Schedule]
+    next_page_token: str | None
+
+
+class PreviewRequest(Strict):
+    cron: str = CRON
+    time_zone: str = TIME_ZONE
+    after: dt.datetime | None = Field(None, description="Start after this instant; default now.")
+    count: int = Field(10, ge=1, le=100)
+    start_at: dt.datetime | None = None
+    end_at: dt.datetime | None = None
+
+
+class PreviewInstant(Out):
+    at: dt.datetime = Field(..., description="The instant in UTC.")
+    local: dt.datetime = Field(..., description="The same instant on the schedule's wall clock.")
+
+
+class Preview(Out):
+    cron: str
+    time_zone: str
+    instants: list[PreviewInstant]

@@ -1,0 +1,344 @@
+"""`orbit schedule create|update|get|list|suspend|resume|delete|preview`.
+
+Everything but ``preview`` talks to a server through the SDK; ``preview`` computes the instants
+here, with the server's own rules, so an expression can be checked before anything exists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+import typer
+
+from orbit_sdk import Schedule
+from orbit_store.schedules import cron as crons
+from orbit_store.schedules.model import InvalidSchedule
+
+from .exits import ExitCode
+from .inputs import read_json
+from .output import Column, Output, OutputFormat, document, plain, print_fields, print_list, table
+from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
+
+app = typer.Typer(
+    help="Cron schedules that submit tasks (time zones, DST, misfire and overlap policies).",
+    no_args_is_help=True,
+)
+
+Name = Annotated[str, typer.Argument(help="Schedule name (a DNS label).")]
+Cron = Annotated[
+    str | None,
+    typer.Option(help="Cron expression: 5 fields, an optional leading seconds field, or @daily…"),
+]
+TimeZone = Annotated[str | None, typer.Option("--time-zone", help="IANA zone, e.g. Europe/Berlin.")]
+Handler = Annotated[str | None, typer.Option(help="Handler the fired task runs.")]
+Queue = Annotated[str | None, typer.Option(help="Queue of the fired tasks.")]
+Params = Annotated[
+    str | None, typer.Option(help="JSON parameters of the fired tasks (JSON, @FILE or -).")
+]
+Concurrency = Annotated[
+    str | None, typer.Option("--concurrency-policy", help="Allow, Forbid or Replace.")
+]
+Deadline = Annotated[
+    int | None,
+    typer.Option(help="Seconds after its instant a fire may still start; later is 'missed'."),
+]
+Misfire = Annotated[
+    str | None,
+    typer.Option("--misfire-policy", help="After downtime: Skip, FireOnce or CatchUp."),
+]
+CatchUp = Annotated[int | None, typer.Option(help="CatchUp fires at most this many.")]
+Instant = Annotated[
+    str | None, typer.Option(help="ISO 8601 instant (UTC unless it has an offset).")
+]
+Suspend = Annotated[bool | None, typer.Option("--suspend/--no-suspend", help="Created suspended.")]
+
+
+def parse_instant(value: str | None, option: str) -> dt.datetime | None:
+    """An ISO 8601 instant as an aware UTC datetime; exit 2 with a one-line error if not one."""
+    if value is None:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError as exc:
+        typer.echo(f"error: {option}: {value!r} is not an ISO 8601 instant", err=True)
+        raise typer.Exit(ExitCode.USAGE) from exc
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
+
+
+def utc(value: dt.datetime | None) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def local(value: dt.datetime | None, zone: str) -> str:
+    if value is None:
+        return "-"
+    try:
+        return value.astimezone(crons.zone_of(zone)).strftime("%Y-%m-%d %H:%M:%S %Z (%z)")
+    except InvalidSchedule:
+        return "-"
+
+
+def _spec_of(current: Schedule) -> dict[str, Any]:
+    task = current.task
+    return {
+        "cron": current.cron,
+        "time_zone": current.time_zone,
+        "handler": task.handler,
+        "queue": task.queue,
+        "params": task.params,
+        "priority": task.priority,
+        "safety": task.safety,
+        "max_attempts": task.max_attempts,
+        "suspend": current.suspend,
+        "concurrency_policy": current.concurrency_policy,
+        "starting_deadline_seconds": current.starting_deadline_seconds,
+        "misfire_policy": current.misfire_policy,
+        "catch_up_limit": current.catch_up_limit,
+        "start_at": current.start_at,
+        "end_at": current.end_at,
+    }
+
+
+def _changes(**given: Any) -> dict[str, Any]:
+    changes = {k: v for k, v in given.items() if v is not None}
+    if "params" in changes:
+        changes["params"] = read_json(changes["params"], "--params")
+    for key in ("start_at", "end_at"):
+        if key in changes:
+            changes[key] = parse_instant(changes[key], "--" + key.replace("_", "-"))
+    return changes
+
+
+def _policies(schedule: Schedule) -> str:
+    text = f"concurrency {schedule.concurrency_policy}, misfire {schedule.misfire_policy}"
+    if schedule.misfire_policy == "CatchUp":
+        text += f" (up to {schedule.catch_up_limit})"
+    if schedule.starting_deadline_seconds:
+        text += f", starting deadline {schedule.starting_deadline_seconds}s"
+    return text
+
+
+SCHEDULE_COLUMNS = [
+    Column.field("name"),
+    Column("SCHEDULE", lambda s: s.cron),
+    Column("TIMEZONE", lambda s: s.time_zone),
+    Column("SUSPEND", lambda s: s.suspend),
+    Column("LAST", lambda s: utc(s.last_fire_at)),
+    Column("NEXT", lambda s: utc(s.next_fire_at)),
+    Column.field("state"),
+    Column("TASK", lambda s: f"{s.task.handler}@{s.task.queue}", wide=True),
+    Column.field("version", wide=True),
+]
+
+
+def _print(schedule: Schedule, output: OutputFormat) -> None:
+    if output.is_document:
+        typer.echo(document(plain(schedule), output))
+        return
+    zone = schedule.time_zone
+    print_fields(
+        [
+            ("name", schedule.name),
+            ("cron", f"{schedule.cron}  ({zone})"),
+            ("task", f"{schedule.task.handler} on queue {schedule.task.queue}"),
+            ("state", f"{schedule.state} (version {schedule.version})"),
+            ("policies", _policies(schedule)),
+            ("last fire", f"{utc(schedule.last_fire_at)}  {local(schedule.last_fire_at, zone)}"),
+            ("next fire", f"{utc(schedule.next_fire_at)}  {local(schedule.next_fire_at, zone)}"),
+            ("active tasks", str(schedule.active_tasks)),
+        ]
+    )
+    if schedule.occurrences:
+        rows = []
+        for o in schedule.occurrences:
+            when = utc(o.scheduled_at)
+            if o.instants > 1:
+                when += f" .. {utc(o.through_at)} ({o.instants})"
+            rows.append([when, o.status, o.reason, o.task_id, o.task_state, o.message])
+        typer.echo("")
+        headers = ["SCHEDULED", "STATUS", "REASON", "TASK", "TASK_STATE", "DETAIL"]
+        typer.echo(table(headers, [[str(c or "-") for c in row] for row in rows]))
+
+
+@app.command()
+def create(
+    name: Name,
+    cron: Annotated[str, typer.Option(help="Cron expression (5 fields, or @daily …).")],
+    handler: Annotated[str, typer.Option(help="Handler the fired task runs.")],
+    time_zone: Annotated[str, typer.Option("--time-zone", help="IANA zone.")] = "UTC",
+    queue: Annotated[str, typer.Option(help="Queue of the fired tasks.")] = "default",
+    params: Annotated[str, typer.Option(help="JSON parameters of the fired tasks.")] = "{}",
+    concurrency_policy: Concurrency = None,
+    starting_deadline_seconds: Deadline = None,
+    misfire_policy: Misfire = None,
+    catch_up_limit: CatchUp = None,
+    start_at: Instant = None,
+    end_at: Instant = None,
+    suspend: Suspend = None,
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Create a schedule. Check the expression first with `orbit schedule preview`."""
+    spec = _changes(
+        cron=cron,
+        handler=handler,
+        time_zone=time_zone,
+        queue=queue,
+        params=params,
+        concurrency_policy=concurrency_policy,
+        starting_deadline_seconds=starting_deadline_seconds,
+        misfire_policy=misfire_policy,
+        catch_up_limit=catch_up_limit,
+        start_at=start_at,
+        end_at=end_at,
+        suspend=suspend,
+    )
+    with remote(server, token, namespace) as r:
+        created = r.client.create_schedule(r.namespace, name, **spec)
+    _print(created, output)
+
+
+@app.command()
+def update(
+    name: Name,
+    cron: Cron = None,
+    handler: Handler = None,
+    time_zone: TimeZone = None,
+    queue: Queue = None,
+    params: Params = None,
+    concurrency_policy: Concurrency = None,
+    starting_deadline_seconds: Deadline = None,
+    misfire_policy: Misfire = None,
+    catch_up_limit: CatchUp = None,
+    start_at: Instant = None,
+    end_at: Instant = None,
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Change the given fields (a new version, starting from now; nothing fires twice)."""
+    changes = _changes(
+        cron=cron,
+        handler=handler,
+        time_zone=time_zone,
+        queue=queue,
+        params=params,
+        concurrency_policy=concurrency_policy,
+        starting_deadline_seconds=starting_deadline_seconds,
+        misfire_policy=misfire_policy,
+        catch_up_limit=catch_up_limit,
+        start_at=start_at,
+        end_at=end_at,
+    )
+
+    with remote(server, token, namespace) as r:
+        current = r.client.get_schedule(r.namespace, name, occurrences=0)
+        spec = {**_spec_of(current), **changes}
+        updated = r.client.update_schedule(
+            r.namespace, name, expected_version=current.version, **spec
+        )
+    _print(updated, output)
+
+
+@app.command()
+def get(
+    name: Name,
+    occurrences: Annotated[int, typer.Option(help="Show this many recent occurrences.")] = 10,
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Show a schedule: last and next fire (UTC and local) and its recent occurrences."""
+    with remote(server, token, namespace) as r:
+        schedule = r.client.get_schedule(r.namespace, name, occurrences)
+    _print(schedule, output)
+
+
+@app.command("list")
+def list_(
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """List schedules by name."""
+    with remote(server, token, namespace) as r:
+        page = r.client.list_schedules(r.namespace)
+    print_list(page.items, SCHEDULE_COLUMNS, output, empty="no schedules")
+
+
+@app.command()
+def suspend(
+    name: Name,
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Suspend: nothing fires until resumed (missed instants are not caught up)."""
+    with remote(server, token, namespace) as r:
+        suspended = r.client.suspend_schedule(r.namespace, name)
+    _print(suspended, output)
+
+
+@app.command()
+def resume(
+    name: Name,
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Resume from now."""
+    with remote(server, token, namespace) as r:
+        resumed = r.client.resume_schedule(r.namespace, name)
+    _print(resumed, output)
+
+
+@app.command()
+def delete(
+    name: Name,
+    namespace: Namespace = None,
+    server: Server = DEFAULT_SERVER,
+    token: Token = None,
+) -> None:
+    """Delete a schedule (its occurrences stay as history; its tasks are left alone)."""
+    with remote(server, token, namespace) as r:
+        r.client.delete_schedule(r.namespace, name)
+    typer.echo(f"schedule {name} deleted")
+
+
+@app.command()
+def preview(
+    cron: Annotated[str, typer.Option(help="Cron expression to check.")],
+    time_zone: Annotated[str, typer.Option("--time-zone", help="IANA zone.")] = "UTC",
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Start after this ISO 8601 instant (default: now)."),
+    ] = None,
+    count: Annotated[int, typer.Option(min=1, max=1000, help="How many instants.")] = 10,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Print the next fire instants in UTC and in the zone's local time (no server needed)."""
+    after = parse_instant(from_, "--from") or dt.datetime.now(dt.UTC)
+    try:
+        expression = crons.parse(cron, time_zone)
+    except InvalidSchedule as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(ExitCode.USAGE) from exc
+    found = crons.preview(expression, after=crons.to_utc(after), count=count)
+    if output.is_document:
+        rows = [
+            {"at": utc(p.at.replace(tzinfo=dt.UTC)), "local": p.local.isoformat()} for p in found
+        ]
+        typer.echo(document({"items": rows}, output))
+        return
+    for p in found:
+        typer.echo(f"{utc(p.at.replace(tzinfo=dt.UTC))}  {p.local:%Y-%m-%d %H:%M:%S %Z (%z)}")

@@ -1,0 +1,67 @@
+"""The scheduler loop (orbit/engines/scheduler.py): per-item isolation and its metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from orbit.engines.scheduler import scheduler_pass
+from orbit.metrics import Metrics
+from orbit_store.schema import schedules as schedules_table
+
+from .schedule_driver import ScheduleDriver
+
+T = dt.datetime(2026, 6, 1, 10, 0)
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_one_broken_schedule_is_counted_and_logged_and_the_others_fire(
+    schedules: ScheduleDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    schedules.travel(T - dt.timedelta(seconds=30))
+    schedules.create("good")
+    broken = schedules.create("broken").schedule_id
+    schedules.pulse.tx(  # a zone the installed tzdata no longer knows
+        lambda c: c.execute(
+            schedules_table.update()
+            .where(schedules_table.c.id == broken)
+            .values(time_zone="Gone/Away")
+        )
+    )
+    schedules.travel(T + dt.timedelta(seconds=2))
+    metrics = Metrics(schedules.pulse.engine)
+
+    report = scheduler_pass(schedules.pulse.engine, metrics, namespace=schedules.namespace)
+
+    assert report.errors == 1
+    assert [(s.name, s.status) for s in report.steps] == [("good", "FIRED")]
+    assert sample(metrics, "orbit_engine_errors_total", loop="scheduler") == 1
+    assert "schedule not fired" in caplog.text
+
+
+def test_fires_skips_and_misses_are_counted_with_the_lateness_of_fires(
+    schedules: ScheduleDriver,
+) -> None:
+    ns = schedules.namespace
+    schedules.travel(T - dt.timedelta(seconds=30))
+    schedules.create("late", starting_deadline_seconds=5)
+    schedules.create("fine")
+    schedules.create("blocked", concurrency_policy="Forbid")
+    metrics = Metrics(schedules.pulse.engine)
+    schedules.travel(T + dt.timedelta(seconds=2))
+    scheduler_pass(schedules.pulse.engine, metrics, namespace=ns)  # all three fire, 2 s late
+    schedules.travel(T + dt.timedelta(minutes=1, seconds=10))
+    # 10 s late: "late" misses its 5 s deadline, "fine" fires, "blocked" skips (Forbid)
+    scheduler_pass(schedules.pulse.engine, metrics, namespace=ns)
+
+    assert sample(metrics, "orbit_schedule_fires_total", namespace=ns, outcome="fired") == 4
+    assert sample(metrics, "orbit_schedule_fires_total", namespace=ns, outcome="skipped") == 1
+    assert sample(metrics, "orbit_schedule_fires_total", namespace=ns, outcome="missed") == 1
+    count = sample(metrics, "orbit_schedule_fire_lateness_seconds_count", namespace=ns)
+    total = sample(metrics, "orbit_schedule_fire_lateness_seconds_sum", namespace=ns)
+    assert count == 4 and 2 * 3 + 10 <= total < 2 * 3 + 10 + 5
