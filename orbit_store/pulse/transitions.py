@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
+from orbit_store.weave.outcomes import record_task_outcome
 
 from .attempts import finish_attempt
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState
@@ -115,6 +116,10 @@ def transition(
                 created_at=now,
             )
         )
+        if task.workflow_instance_id is not None:  # Weave's internal event (seed §6.3, inv. 9)
+            record_task_outcome(
+                conn, task, to_state, new_version, now, values.get("result"), values.get("error")
+            )
     return new_version
 
 

@@ -14,6 +14,7 @@ from orbit_store.db import create_store_engine
 from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
+from .weave_driver import WeaveDriver
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +38,16 @@ def engine(request: pytest.FixtureRequest) -> sa.Engine:
 def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
     """A driver on a fresh namespace; afterwards the namespace must pass `verify` (all checks)."""
     driver = PulseDriver(engine)
+    yield driver
+    with engine.connect() as conn:
+        report = verify(conn, driver.namespace)
+    assert report.clean, report.as_dict()
+
+
+@pytest.fixture
+def weave(engine: sa.Engine) -> Iterator[WeaveDriver]:
+    """A Weave driver on a fresh namespace; afterwards the namespace must pass `verify`."""
+    driver = WeaveDriver(engine)
     yield driver
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
