@@ -150,7 +150,9 @@ class WeaveDriver(PulseDriver):
         return row
 
     def steps(self, instance_id: str) -> dict[str, sa.Row[Any]]:
-        rows = self._rows(sa.select(workflow_steps).where(workflow_steps.c.instance_id == instance_id))
+        rows = self._rows(
+            sa.select(workflow_steps).where(workflow_steps.c.instance_id == instance_id)
+        )
         return {row.name: row for row in rows}
 
     def step_states(self, instance_id: str) -> dict[str, str]:
