@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import NotFound
 from orbit_store.ids import new_id
+from orbit_store.pulse.queues import ensure_namespace
 from orbit_store.schema import (
     workflow_definition_versions,
     workflow_definitions,
@@ -43,6 +44,7 @@ def publish_definition(
     document = canonical(spec)
     digest = digest_of(document)
     now = db_now(conn)
+    ensure_namespace(conn, namespace, now)
     row = _lock(conn, namespace, name)
     if row is None:
         definition_id = new_id()

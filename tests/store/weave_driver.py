@@ -200,7 +200,7 @@ class WeaveDriver(PulseDriver):
         return self._rows(
             sa.select(workflow_inbox)
             .where(workflow_inbox.c.instance_id == instance_id)
-            .order_by(workflow_inbox.c.received_at)
+            .order_by(workflow_inbox.c.received_at, workflow_inbox.c.id)
         )
 
     def signals(self, instance_id: str) -> list[sa.Row[Any]]:
