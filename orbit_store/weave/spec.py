@@ -146,15 +146,22 @@ def parse(document: Any) -> WorkflowSpec:
     try:
         spec = WorkflowSpec.model_validate(document)
     except ValidationError as exc:
-        problems = [
-            SpecProblem(_path(tuple(e["loc"])), e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()
-        ]
+        problems = [SpecProblem(_path(tuple(e["loc"])), _message(e)) for e in exc.errors()]
         raise InvalidDefinition(problems) from None
     problems = _graph_problems(spec) + _cel_problems(spec) + _schema_problems(spec)
     if problems:
         raise InvalidDefinition(problems)
     return spec
+
+
+def _message(error: Any) -> str:
+    field = error["loc"][-1] if error["loc"] else ""
+    if error["type"] == "string_pattern_mismatch" and field in ("name", "signal"):
+        return (
+            f"{error['input']!r} is not a lowercase CEL identifier (a letter, then letters, "
+            "digits or _), which CEL needs to read it as steps.<name> or signals.<name>"
+        )
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def _graph_problems(spec: WorkflowSpec) -> list[SpecProblem]:
