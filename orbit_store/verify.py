@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from .pulse.model import LEGAL_TRANSITIONS, TaskState
 from .schema import concurrency_permits, task_attempts, task_events, tasks
+from .weave.invariants import WORKFLOW_CHECKS
 
 LIVE_ATTEMPT = ("LEASED", "RUNNING")
 EXAMPLES = 10
@@ -242,6 +243,7 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
         "attempts_used differs from the attempts spent (all but released ones)",
         _attempt_count_mismatch,
     ),
+    **WORKFLOW_CHECKS,
 }
 
 

@@ -41,7 +41,7 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
     yield driver
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
-    assert report.clean, report.as_dict()
+    assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}
 
 
 @pytest.fixture
@@ -51,4 +51,4 @@ def weave(engine: sa.Engine) -> Iterator[WeaveDriver]:
     yield driver
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
-    assert report.clean, report.as_dict()
+    assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}
