@@ -18,6 +18,8 @@ from prometheus_client.registry import Collector
 from orbit_store.clock import db_now
 from orbit_store.schema import tasks
 
+from .metrics_workflows import WorkflowMetrics
+
 log = logging.getLogger("orbit.metrics")
 
 DEPTH_STATES = ("WAITING", "LEASED", "RUNNING", "NEEDS_REVIEW")
@@ -57,6 +59,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(QueueDepthCollector(engine))
+        self.workflows = WorkflowMetrics(self.registry)
 
 
 class QueueDepthCollector(Collector):

@@ -13,9 +13,11 @@ from fastapi import FastAPI
 from orbit import __version__
 from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
+from orbit.engines.weave_inbox import inbox_pass
+from orbit.engines.weave_timers import TimerLoop
 from orbit.metrics import Metrics
 
-from . import problems, routes_health, routes_tasks, routes_workers
+from . import problems, routes_health, routes_tasks, routes_workers, routes_workflows
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .wakeups import Wakeups
@@ -38,6 +40,18 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             "reaper",
             lambda: reaper_pass(ctx.engine, ctx.metrics),
             ctx.settings.reaper_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "weave-inbox",
+            lambda: inbox_pass(ctx.engine, ctx.metrics),
+            ctx.settings.inbox_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "weave-timers",
+            TimerLoop(ctx.engine, ctx.metrics).run_pass,
+            ctx.settings.timer_interval,
             on_error,
         ),
     ]
@@ -63,5 +77,6 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     problems.install(app)
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
+    app.include_router(routes_workflows.router)
     app.include_router(routes_health.router)
     return app

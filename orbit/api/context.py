@@ -19,6 +19,8 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     reaper_interval: float = 1.0
+    inbox_interval: float = 0.2
+    timer_interval: float = 1.0
     lease_poll_interval: float = 1.0
     heartbeat_interval: float = 10.0
     require_registered_pods: bool = False

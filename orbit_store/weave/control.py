@@ -11,6 +11,8 @@ Each writes an audit row with the actor and reason.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import sqlalchemy as sa
 
 from orbit_store.audit import record_audit
@@ -26,10 +28,12 @@ from .transitions import set_control
 
 def _result(ctx: InstanceContext, changed: bool) -> ControlResult:
     inst = ctx.instance
-    return ControlResult(inst.id, inst.state, inst.paused, inst.control_version, changed)
+    return ControlResult(
+        inst.id, inst.state, inst.paused, inst.control_version, changed, ctx.report
+    )
 
 
-def _audit(ctx: InstanceContext, action: str, reason: str, before: dict[str, object]) -> None:
+def _audit(ctx: InstanceContext, action: str, reason: str, before: Mapping[str, object]) -> None:
     inst = ctx.instance
     record_audit(
         ctx.conn,

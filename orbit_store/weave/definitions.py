@@ -163,7 +163,7 @@ def get_definition(conn: sa.Connection, namespace: str, name: str) -> Definition
     ).one_or_none()
     if row is None:
         return None
-    running = dict(
+    running: dict[int, int] = dict(
         conn.execute(
             sa.select(workflow_instances.c.version, sa.func.count())
             .where(

@@ -70,6 +70,17 @@ class PollOutcome(enum.StrEnum):
 ACTOR_PREFIX = "workflow:"
 
 
+@dataclass
+class AdvanceReport:
+    """What one Weave transaction moved: for metrics and logs."""
+
+    namespace: str
+    step_changes: int = 0
+    poll_outcomes: list[PollOutcome] = field(default_factory=list)
+    finished: InstanceState | None = None
+    outcome: str = ""
+
+
 @dataclass(frozen=True)
 class PublishResult:
     definition_id: str
@@ -103,14 +114,4 @@ class ControlResult:
     paused: bool
     control_version: int
     changed: bool
-
-
-@dataclass
-class AdvanceReport:
-    """What one Weave transaction moved: for metrics and logs."""
-
-    namespace: str
-    step_changes: int = 0
-    poll_outcomes: list[PollOutcome] = field(default_factory=list)
-    finished: InstanceState | None = None
-    outcome: str = ""
+    report: AdvanceReport | None = None

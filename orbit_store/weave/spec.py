@@ -106,7 +106,7 @@ class Step(Model):
     def kind(self) -> StepKind:
         for kind in ("task", "wait", "sleep", "poll"):
             if getattr(self, kind) is not None:
-                return kind  # type: ignore[return-value]
+                return kind
         raise AssertionError("validated: one kind")
 
 
