@@ -52,8 +52,23 @@ from .models import (
     TaskState,
 )
 from .worker import Worker
+from .workflow_models import (
+    FINISHED_WORKFLOW_STATES,
+    PendingSignal,
+    Signal,
+    Workflow,
+    WorkflowActivation,
+    WorkflowDefinition,
+    WorkflowDefinitionVersion,
+    WorkflowDetail,
+    WorkflowEvent,
+    WorkflowPage,
+    WorkflowState,
+    WorkflowStep,
+)
 
 __all__ = [
+    "FINISHED_WORKFLOW_STATES",
     "SETTLED_STATES",
     "TERMINAL_STATES",
     "AsyncClient",
@@ -75,12 +90,14 @@ __all__ = [
     "NotFound",
     "OrbitError",
     "OutcomeUnknown",
+    "PendingSignal",
     "Problem",
     "QuotaExceeded",
     "RetryPolicy",
     "RetryableError",
     "ServerUnreachable",
     "Session",
+    "Signal",
     "StaleAttempt",
     "StartResponse",
     "Task",
@@ -94,5 +111,14 @@ __all__ = [
     "Unavailable",
     "ValidationFailed",
     "Worker",
+    "Workflow",
+    "WorkflowActivation",
+    "WorkflowDefinition",
+    "WorkflowDefinitionVersion",
+    "WorkflowDetail",
+    "WorkflowEvent",
+    "WorkflowPage",
+    "WorkflowState",
+    "WorkflowStep",
     "__version__",
 ]

@@ -22,6 +22,7 @@ from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
 from .errors import TimeoutExpired
 from .models import SETTLED_STATES, Task, TaskDetail, TaskPage
+from .workflows import AsyncWorkflowMethods, WorkflowMethods
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 10.0
@@ -52,7 +53,7 @@ def _timeout_error(task_id: str, timeout: float | None, last: TaskDetail | None)
     return err
 
 
-class Client:
+class Client(WorkflowMethods):
     """Synchronous client. Thread-safe; reuse one per process (it pools connections).
 
     ``server`` and ``token`` default to the ``ORBIT_SERVER`` and ``ORBIT_TOKEN`` environment
@@ -244,7 +245,7 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(AsyncWorkflowMethods):
     """The asyncio twin of ``Client`` (same methods, awaitable)."""
 
     def __init__(

@@ -9,7 +9,7 @@ import typer
 from orbit import __version__
 from orbit.logs import configure_logging
 
-from . import admin, apply, dev, operator, server, tasks, worker
+from . import admin, apply, dev, operator, server, tasks, worker, workflows
 
 app = typer.Typer(
     name="orbit",
@@ -25,6 +25,7 @@ app.command("server")(server.server)
 app.command("operator")(operator.operator)
 app.command("worker")(worker.worker)
 app.add_typer(tasks.app, name="task")
+app.add_typer(workflows.app, name="workflow")
 
 
 def _print_version(value: bool) -> None:
