@@ -1,11 +1,19 @@
-"""The Orbit operator (Kopf): Queue, Quota and Credential resources → MySQL, WorkerPools →
-Deployments sized from the backlog, worker pods → registrations (ORBIT.md §10).
+"""The Orbit operator (Kopf): Queue, Quota, Credential and WorkflowDefinition resources → MySQL,
+WorkerPools → Deployments sized from the backlog, worker pods → registrations (ORBIT.md §10).
 
 Importing the package declares the handlers, so both ``orbit operator`` and
 ``kopf run -m orbit_operator`` run it. Configuration comes from the environment
 (:mod:`orbit_operator.settings`); the handlers are thin adapters around ``orbit.reconcile``.
 """
 
-from . import credentials, lifecycle, pods, queues, quotas, workerpools
+from . import credentials, lifecycle, pods, queues, quotas, workerpools, workflowdefinitions
 
-__all__ = ["credentials", "lifecycle", "pods", "queues", "quotas", "workerpools"]
+__all__ = [
+    "credentials",
+    "lifecycle",
+    "pods",
+    "queues",
+    "quotas",
+    "workerpools",
+    "workflowdefinitions",
+]

@@ -12,8 +12,9 @@ from orbit_store.credentials import list_credentials
 from orbit_store.pulse.queues import list_queues
 from orbit_store.pulse.quota_declarations import list_quotas
 from orbit_store.schema import queues
+from orbit_store.weave.definitions import list_definitions
 
-from . import credential, queue, quota
+from . import credential, queue, quota, workflow_definition
 from .resource import Deletion, Outcome, Resource
 
 SecretLookup = Callable[[str, str], dict[str, str] | None]
@@ -65,6 +66,14 @@ KINDS: dict[str, Kind] = {
         ),
         delete=credential.delete,
         declared=lambda conn: [(c.namespace, c.name, c.source) for c in list_credentials(conn)],
+        stored_spec=lambda conn, ns, name: {},
+    ),
+    "WorkflowDefinition": Kind(
+        "WorkflowDefinition",
+        "workflowdefinitions",
+        reconcile=lambda conn, r, _secrets: workflow_definition.reconcile(conn, r),
+        delete=workflow_definition.delete,
+        declared=list_definitions,
         stored_spec=lambda conn, ns, name: {},
     ),
 }
