@@ -49,8 +49,8 @@ def test_workflowdefinition_lifecycle(kube: Kube, engine: sa.Engine, namespace: 
     kube.wait_gone(ORBIT, "WorkflowDefinition", namespace, "billing")
     with engine.connect() as conn:
         info = get_definition(conn, namespace, "billing")
-    assert info is not None and info.retired and info.latest_version == 2
         still = get_instance(conn, namespace, running)
+    assert info is not None and info.retired and info.latest_version == 2
     assert still is not None and (still.state, still.version) == ("RUNNING", 1)
     with pytest.raises(Conflict, match="withdrawn"):
         start(engine, namespace)
