@@ -44,13 +44,17 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         ),
         EngineLoop(
             "weave-inbox",
-            lambda: inbox_pass(ctx.engine, ctx.metrics),
+            lambda: inbox_pass(
+                ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
+            ),
             ctx.settings.inbox_interval,
             on_error,
         ),
         EngineLoop(
             "weave-timers",
-            TimerLoop(ctx.engine, ctx.metrics).run_pass,
+            TimerLoop(
+                ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
+            ).run_pass,
             ctx.settings.timer_interval,
             on_error,
         ),

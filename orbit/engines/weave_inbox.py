@@ -8,6 +8,8 @@ everything under the instance lock, and a row consumed elsewhere is a no-op.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 
 from orbit.metrics import Metrics
@@ -19,12 +21,17 @@ BATCH = 200
 MAX_BATCHES_PER_PASS = 20
 
 
-def inbox_pass(engine: sa.Engine, metrics: Metrics) -> PassReport:
+def inbox_pass(
+    engine: sa.Engine, metrics: Metrics, notify: Callable[[str], None], workers: int = 4
+) -> PassReport:
+    """``notify(namespace)`` wakes the namespace's long-polling workers: new step tasks."""
     total = PassReport()
     for _ in range(MAX_BATCHES_PER_PASS):
-        report = consume_pass(engine, limit=BATCH)
+        report = consume_pass(engine, limit=BATCH, workers=workers)
         for advanced in report.reports:
             metrics.workflows.record(advanced)
+        for namespace in {r.namespace for r in report.reports if r.step_changes}:
+            notify(namespace)
         total.reports += report.reports
         total.failures += report.failures
         if len(report.reports) + report.failures < BATCH:

@@ -5,6 +5,7 @@ live-instance and signal-backlog gauges from MySQL every few passes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -17,14 +18,18 @@ GAUGE_SECONDS = 10.0
 
 
 class TimerLoop:
-    def __init__(self, engine: sa.Engine, metrics: Metrics) -> None:
-        self.engine, self.metrics = engine, metrics
+    def __init__(
+        self, engine: sa.Engine, metrics: Metrics, notify: Callable[[str], None], workers: int = 4
+    ) -> None:
+        self.engine, self.metrics, self.notify, self.workers = engine, metrics, notify, workers
         self._gauges_at = 0.0
 
     def run_pass(self) -> PassReport:
-        report = timer_pass(self.engine, limit=200)
+        report = timer_pass(self.engine, limit=200, workers=self.workers)
         for advanced in report.reports:
             self.metrics.workflows.record(advanced)
+        for namespace in {r.namespace for r in report.reports if r.step_changes}:
+            self.notify(namespace)
         if report.failures:
             self.metrics.engine_errors.labels("weave-timers").inc(report.failures)
         if time.monotonic() - self._gauges_at >= GAUGE_SECONDS:

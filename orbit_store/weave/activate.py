@@ -10,6 +10,7 @@ round): the same activation can never create a second task.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,30 +32,36 @@ def activate(ctx: InstanceContext, step: Step) -> None:
     """PENDING → ACTIVE, creating what serves the step (or failing it when that is impossible)."""
     spec = ctx.definition.step(step.name)
     if spec.task is not None:
-        activation_id = open_activation(ctx, step)
-        task_id = submit_step_task(ctx, step, spec.task, activation_id, key_suffix="")
-        if task_id is not None:
-            _set_activation(ctx, activation_id, task_id=task_id)
+        activation_id, seq = new_id(), step.activation_count + 1
+        try:
+            task = submit_step_task(ctx, step.name, seq, spec.task, activation_id)
+        except StepRefused as refused:
+            open_activation(ctx, step, activation_id)
+            fail_step(ctx, step, refused.kind, refused.message)
+            return
+        open_activation(ctx, step, activation_id, task_id=task.task_id)
+        task.record(ctx, step)
     elif spec.wait is not None:
         deadline = None
         if spec.wait.timeout_seconds is not None:
             deadline = ctx.now + dt.timedelta(seconds=spec.wait.timeout_seconds)
-        activation_id = open_activation(ctx, step, deadline_at=deadline)
+        activation_id = open_activation(ctx, step, new_id(), deadline_at=deadline)
         wait_id = _insert_wait(ctx, activation_id, "signal", spec.wait.signal, deadline)
         signals.take_pending(ctx, step, wait_id, spec.wait.signal)
     elif spec.sleep is not None:
-        activation_id = open_activation(ctx, step)
-        wake = _wake_time(ctx, step, spec.sleep.seconds, spec.sleep.until)
-        if wake is not None:
-            _insert_wait(ctx, activation_id, "sleep", None, wake)
-            _set_activation(ctx, activation_id, deadline_at=wake)
+        try:
+            wake = _wake_time(ctx, spec.sleep.seconds, spec.sleep.until)
+        except StepRefused as refused:
+            open_activation(ctx, step, new_id())
+            fail_step(ctx, step, refused.kind, refused.message)
+            return
+        activation_id = open_activation(ctx, step, new_id(), deadline_at=wake)
+        _insert_wait(ctx, activation_id, "sleep", None, wake)
     elif spec.poll is not None:
         deadline = None
         if spec.poll.deadline_seconds is not None:
             deadline = ctx.now + dt.timedelta(seconds=spec.poll.deadline_seconds)
-        activation_id = open_activation(
-            ctx, step, max_rounds=spec.poll.max_rounds, deadline_at=deadline
-        )
+        open_activation(ctx, step, new_id(), max_rounds=spec.poll.max_rounds, deadline_at=deadline)
         start_round(ctx, step)
 
 
@@ -84,49 +91,65 @@ def _insert_wait(
     return wait_id
 
 
-def _wake_time(
-    ctx: InstanceContext, step: Step, seconds: float | None, until: str | None
-) -> dt.datetime | None:
+def _wake_time(ctx: InstanceContext, seconds: float | None, until: str | None) -> dt.datetime:
     if seconds is not None:
         return ctx.now + dt.timedelta(seconds=seconds)
     try:
         text = cel.render(until, ctx.variables())
         wake = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except (cel.CelError, ValueError) as exc:
-        fail_step(ctx, step, "sleep_until_invalid", f"sleep.until: {exc}")
-        return None
+        raise StepRefused("sleep_until_invalid", f"sleep.until: {exc}") from None
     if wake.tzinfo is not None:
         wake = wake.astimezone(dt.UTC).replace(tzinfo=None)
     return wake
 
 
+class StepRefused(Exception):
+    """What serves the step cannot be created: its template fails, or Pulse refuses the task
+    for good (undeclared or draining queue, bad values). The step fails with ``kind``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+@dataclass(frozen=True)
+class CreatedTask:
+    task_id: str
+    queue: str
+    handler: str
+
+    def record(self, ctx: InstanceContext, step: Step) -> None:
+        details = {"task_id": self.task_id, "queue": self.queue, "handler": self.handler}
+        ctx.event("task.created", step.name, step.activation_count, details)
+
+
 def submit_step_task(
     ctx: InstanceContext,
-    step: Step,
+    step_name: str,
+    seq: int,
     template: TaskTemplate,
     activation_id: str,
     *,
-    key_suffix: str,
+    key_suffix: str = "",
     extra: dict[str, Any] | None = None,
-) -> str | None:
-    """Create the step's Pulse task from its template; None (and the step FAILED) when the
-    template cannot be rendered or Pulse refuses it for good. QuotaExceeded propagates: the
-    whole advance is retried later."""
+) -> CreatedTask:
+    """Create the Pulse task of activation ``seq`` of the step from its template. Raises
+    StepRefused; QuotaExceeded propagates (the whole advance is retried later)."""
     variables = {**ctx.variables(), **(extra or {})}
     try:
         handler = str(cel.render(template.handler, variables))
         queue = str(cel.render(template.queue, variables))
         params = cel.render(template.params, variables)
     except cel.CelError as exc:
-        fail_step(ctx, step, "template_failed", str(exc))
-        return None
+        raise StepRefused("template_failed", str(exc)) from None
     inst = ctx.instance
     request = SubmitRequest(
         namespace=inst.namespace,
         queue=queue,
         handler=handler,
         params=params,
-        idempotency_key=f"wf:{inst.id}:{step.name}:{step.activation_count}{key_suffix}",
+        idempotency_key=f"wf:{inst.id}:{step_name}:{seq}{key_suffix}",
         priority=template.priority,
         max_attempts=template.max_attempts,
         safety=Safety(template.safety) if template.safety else None,
@@ -138,15 +161,8 @@ def submit_step_task(
     try:
         result = submit_task(ctx.conn, request)
     except (NotFound, Conflict, InvalidRequest) as exc:  # raised before Pulse wrote anything
-        fail_step(ctx, step, "task_refused", str(exc))
-        return None
-    ctx.event(
-        "task.created",
-        step.name,
-        step.activation_count,
-        {"task_id": result.task_id, "queue": queue, "handler": handler},
-    )
-    return result.task_id
+        raise StepRefused("task_refused", str(exc)) from None
+    return CreatedTask(result.task_id, queue, handler)
 
 
 def start_round(ctx: InstanceContext, step: Step) -> None:
@@ -167,11 +183,20 @@ def start_round(ctx: InstanceContext, step: Step) -> None:
         exhaust(ctx, step, f"deadline passed after {activation.rounds_used} rounds")
         return
     number = activation.rounds_used + 1
-    task_id = submit_step_task(
-        ctx, step, spec, activation.id, key_suffix=f":r{number}", extra={"round": number}
-    )
-    if task_id is None:
+    try:
+        task = submit_step_task(
+            ctx,
+            step.name,
+            step.activation_count,
+            spec,
+            activation.id,
+            key_suffix=f":r{number}",
+            extra={"round": number},
+        )
+    except StepRefused as refused:
+        fail_step(ctx, step, refused.kind, refused.message)
         return
+    task_id = task.task_id
     ctx.conn.execute(
         workflow_poll_rounds.insert().values(
             id=new_id(),
@@ -196,6 +221,7 @@ def start_round(ctx: InstanceContext, step: Step) -> None:
         raise LostRace(f"poll {step.name} of workflow {ctx.instance.id} counted twice")
     if activation.next_poll_at is not None:
         ctx.timers_changed = True
+    task.record(ctx, step)
     ctx.event("poll.round_started", step.name, step.activation_count, {"round": number})
 
 
@@ -206,11 +232,3 @@ def exhaust(ctx: InstanceContext, step: Step, why: str) -> None:
 
 def fail_step(ctx: InstanceContext, step: Step, kind: str, message: str) -> None:
     move_step(ctx, step, StepState.FAILED, reason=message, error={"type": kind, "message": message})
-
-
-def _set_activation(ctx: InstanceContext, activation_id: str, **values: Any) -> None:
-    ctx.conn.execute(
-        workflow_activations.update()
-        .where(workflow_activations.c.id == activation_id)
-        .values(**values)
-    )

@@ -107,6 +107,8 @@ class InstanceContext:
 
     def variables(self) -> dict[str, Any]:
         """What CEL expressions see: input, steps.<name>.{state,result}, signals.<name>."""
+        if self._signals is None and not self.definition.signal_names:
+            self._signals = {}
         if self._signals is None:
             rows = self.conn.execute(
                 sa.select(workflow_signals.c.name, workflow_signals.c.payload)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.db import run_transaction
+from orbit_store.db import is_sqlite, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown
 
 from . import inbox, timers
@@ -95,35 +98,66 @@ class PassReport:
     failures: int = 0
 
 
-def consume_pass(
-    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None
+def _run_groups(
+    groups: list[list[Any]], work: Callable[[Any], AdvanceReport | None], workers: int
 ) -> PassReport:
-    """Consume due inbox rows, each in its own transaction (failures back off and stay)."""
-    report = PassReport()
+    """Run ``work`` on every item: the items of one group in order, groups side by side on up
+    to ``workers`` threads (each item its own transaction; a failure is counted, not raised)."""
+    report, lock = PassReport(), threading.Lock()
+
+    def run(group: list[Any]) -> None:
+        for item in group:
+            try:
+                done = work(item)
+            except Exception:
+                with lock:
+                    report.failures += 1
+            else:
+                if done is not None:
+                    with lock:
+                        report.reports.append(done)
+
+    if workers <= 1 or len(groups) <= 1:  # SQLite callers pass 1: it has one writer anyway
+        for group in groups:
+            run(group)
+    else:
+        with ThreadPoolExecutor(min(workers, len(groups)), "orbit-weave") as pool:
+            list(pool.map(run, groups))
+    return report
+
+
+def consume_pass(
+    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None, workers: int = 1
+) -> PassReport:
+    """Consume due inbox rows, each in its own transaction; rows of one instance in order,
+    instances side by side on ``workers`` threads. A failing row backs off and stays."""
     due_rows = run_transaction(
         engine, functools.partial(inbox.due_messages, limit=limit, namespace=namespace)
     )
+    by_instance: dict[str, list[inbox.Due]] = {}
     for due in due_rows:
+        by_instance.setdefault(due.instance_id, []).append(due)
+
+    def work(due: inbox.Due) -> AdvanceReport:
         try:
-            report.reports.append(
-                run_transaction(
-                    engine,
-                    functools.partial(
-                        inbox.consume,
-                        namespace=due.namespace,
-                        instance_id=due.instance_id,
-                        inbox_id=due.id,
-                    ),
-                )
+            return run_transaction(
+                engine,
+                functools.partial(
+                    inbox.consume,
+                    namespace=due.namespace,
+                    instance_id=due.instance_id,
+                    inbox_id=due.id,
+                ),
             )
         except Exception as exc:
-            report.failures += 1
             log.exception(
                 "inbox row not consumed; retried later",
                 extra={"namespace": due.namespace, "inbox_id": due.id, "workflow": due.instance_id},
             )
             _record_failure(engine, due, exc)
-    return report
+            raise
+
+    return _run_groups(list(by_instance.values()), work, 1 if is_sqlite(engine) else workers)
 
 
 def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
@@ -141,24 +175,26 @@ def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
         log.exception("could not record an inbox failure", extra={"inbox_id": due.id})
 
 
-def timer_pass(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> PassReport:
+def timer_pass(
+    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None, workers: int = 1
+) -> PassReport:
     """Fire the due timers of running, unpaused instances, one instance per transaction."""
-    report = PassReport()
     due = run_transaction(
         engine, functools.partial(timers.due_instances, limit=limit, namespace=namespace)
     )
-    for ns, instance_id in due:
+
+    def work(item: tuple[str, str]) -> AdvanceReport:
+        ns, instance_id = item
         try:
-            report.reports.append(
-                run_transaction(
-                    engine,
-                    functools.partial(timers.wake_instance, namespace=ns, instance_id=instance_id),
-                )
+            return run_transaction(
+                engine,
+                functools.partial(timers.wake_instance, namespace=ns, instance_id=instance_id),
             )
         except Exception:
-            report.failures += 1
             log.exception(
                 "workflow timers not fired; retried next pass",
                 extra={"namespace": ns, "workflow": instance_id},
             )
-    return report
+            raise
+
+    return _run_groups([[item] for item in due], work, 1 if is_sqlite(engine) else workers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 import jsonschema
@@ -279,9 +279,13 @@ class Definition:
     order: tuple[str, ...]
 
     def step(self, name: str) -> Step:
-        return next(s for s in self.spec.steps if s.name == name)
+        return self._by_name[name]
 
-    @property
+    @cached_property
+    def _by_name(self) -> dict[str, Step]:
+        return {s.name: s for s in self.spec.steps}
+
+    @cached_property
     def signal_names(self) -> frozenset[str]:
         return frozenset(s.wait.signal for s in self.spec.steps if s.wait is not None)
 

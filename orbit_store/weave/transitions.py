@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from orbit_store.ids import new_id
 from orbit_store.schema import workflow_activations, workflow_instances, workflow_steps
 
 from .context import InstanceContext, LostRace, Step
@@ -94,11 +93,10 @@ def set_control(ctx: InstanceContext, *, paused: bool, control_version: int) -> 
     inst.state_version += 1
 
 
-def open_activation(ctx: InstanceContext, step: Step, **values: Any) -> str:
+def open_activation(ctx: InstanceContext, step: Step, activation_id: str, **values: Any) -> str:
     """PENDING → ACTIVE with a new activation (seq = previous count + 1); returns its id."""
     _check(step, S.ACTIVE)
     seq = step.activation_count + 1
-    activation_id = new_id()
     ctx.conn.execute(
         workflow_activations.insert().values(
             id=activation_id,
