@@ -259,73 +259,53 @@ def signal(
     )
 
 
-def _control(
-    action: Callable[..., ControlResult],
-    namespace: str,
-    workflow_id: str,
-    body: wire.ControlRequest | None,
-    credential: Any,
-    ctx: AppContext,
-) -> wire.Workflow:
-    authorize(credential, namespace, Role.SUBMIT)
-    result = run_transaction(
-        ctx.engine,
-        functools.partial(
-            action,
-            namespace=namespace,
-            instance_id=workflow_id,
-            actor=credential.name,
-            reason=body.reason if body else "",
-        ),
-    )
-    if result.report is not None:
-        _record(ctx, result.report)
-    return _workflow(ctx, namespace, workflow_id)
+CONTROLS: dict[str, tuple[Callable[..., ControlResult], str]] = {
+    "pause": (
+        control.pause_workflow,
+        "Pause: no new tasks are granted; running ones finish and are recorded",
+    ),
+    "resume": (
+        control.resume_workflow,
+        "Resume: reopen the gate and apply what happened while paused",
+    ),
+    "cancel": (
+        control.cancel_workflow,
+        "Cancel: open steps cancelled, their tasks cancelled by Pulse's rules",
+    ),
+}
 
 
-@router.post(
-    "/workflows/{workflow_id}/pause",
-    response_model=wire.Workflow,
-    responses=PROBLEMS,
-    summary="Pause: no new tasks are granted; running ones finish and are recorded",
-)
-def pause(
-    namespace: Namespace,
-    workflow_id: WorkflowId,
-    credential: CurrentCredential,
-    ctx: Ctx,
-    body: wire.ControlRequest | None = None,
-) -> wire.Workflow:
-    return _control(control.pause_workflow, namespace, workflow_id, body, credential, ctx)
+def _control_route(name: str, action: Callable[..., ControlResult], summary: str) -> None:
+    def endpoint(
+        namespace: Namespace,
+        workflow_id: WorkflowId,
+        credential: CurrentCredential,
+        ctx: Ctx,
+        body: wire.ControlRequest | None = None,
+    ) -> wire.Workflow:
+        authorize(credential, namespace, Role.SUBMIT)
+        result = run_transaction(
+            ctx.engine,
+            functools.partial(
+                action,
+                namespace=namespace,
+                instance_id=workflow_id,
+                actor=credential.name,
+                reason=body.reason if body else "",
+            ),
+        )
+        if result.report is not None:
+            _record(ctx, result.report)
+        return _workflow(ctx, namespace, workflow_id)
+
+    endpoint.__name__ = name
+    router.post(
+        f"/workflows/{{workflow_id}}/{name}",
+        response_model=wire.Workflow,
+        responses=PROBLEMS,
+        summary=summary,
+    )(endpoint)
 
 
-@router.post(
-    "/workflows/{workflow_id}/resume",
-    response_model=wire.Workflow,
-    responses=PROBLEMS,
-    summary="Resume: reopen the gate and apply what happened while paused",
-)
-def resume(
-    namespace: Namespace,
-    workflow_id: WorkflowId,
-    credential: CurrentCredential,
-    ctx: Ctx,
-    body: wire.ControlRequest | None = None,
-) -> wire.Workflow:
-    return _control(control.resume_workflow, namespace, workflow_id, body, credential, ctx)
-
-
-@router.post(
-    "/workflows/{workflow_id}/cancel",
-    response_model=wire.Workflow,
-    responses=PROBLEMS,
-    summary="Cancel: open steps cancelled, their tasks cancelled by Pulse's rules",
-)
-def cancel(
-    namespace: Namespace,
-    workflow_id: WorkflowId,
-    credential: CurrentCredential,
-    ctx: Ctx,
-    body: wire.ControlRequest | None = None,
-) -> wire.Workflow:
-    return _control(control.cancel_workflow, namespace, workflow_id, body, credential, ctx)
+for _name, (_action, _summary) in CONTROLS.items():
+    _control_route(_name, _action, _summary)

@@ -219,71 +219,33 @@ def signal(
     out.print(f"signal {result.name} {result.signal_id}: {result.state}{taken}{replay}")
 
 
-def _control(action: str, workflow_id: str, reason: str, **common: Any) -> None:
-    namespace, server, token = common["namespace"], common["server"], common["token"]
-    workflow = _call(
-        server,
-        token,
-        lambda c: getattr(c, f"{action}_workflow")(namespace, workflow_id, reason),
-    )
-    _print_workflow(workflow, common["output"])
+def _control_command(action: str, help_text: str) -> None:
+    def command(
+        workflow_id: WorkflowId,
+        reason: Reason = "",
+        namespace: Namespace = "default",
+        server: Server = DEFAULT_SERVER,
+        token: Token = "",
+        output: Output = "table",
+    ) -> None:
+        workflow = _call(
+            server,
+            token,
+            lambda c: getattr(c, f"{action}_workflow")(namespace, workflow_id, reason),
+        )
+        _print_workflow(workflow, output)
+
+    command.__doc__ = help_text
+    app.command(action)(command)
 
 
-@app.command()
-def pause(
-    workflow_id: WorkflowId,
-    reason: Reason = "",
-    namespace: Namespace = "default",
-    server: Server = DEFAULT_SERVER,
-    token: Token = "",
-    output: Output = "table",
-) -> None:
-    """Pause: no new tasks are granted; running ones finish and their results are kept."""
-    _control(
-        "pause", workflow_id, reason, namespace=namespace, server=server, token=token, output=output
-    )
-
-
-@app.command()
-def resume(
-    workflow_id: WorkflowId,
-    reason: Reason = "",
-    namespace: Namespace = "default",
-    server: Server = DEFAULT_SERVER,
-    token: Token = "",
-    output: Output = "table",
-) -> None:
-    """Resume: reopen the gate and apply what finished while paused."""
-    _control(
-        "resume",
-        workflow_id,
-        reason,
-        namespace=namespace,
-        server=server,
-        token=token,
-        output=output,
-    )
-
-
-@app.command()
-def cancel(
-    workflow_id: WorkflowId,
-    reason: Reason = "",
-    namespace: Namespace = "default",
-    server: Server = DEFAULT_SERVER,
-    token: Token = "",
-    output: Output = "table",
-) -> None:
-    """Cancel: open steps end; waiting tasks are cancelled, running ones asked to stop."""
-    _control(
-        "cancel",
-        workflow_id,
-        reason,
-        namespace=namespace,
-        server=server,
-        token=token,
-        output=output,
-    )
+_control_command(
+    "pause", "Pause: no new tasks are granted; running ones finish and their results are kept."
+)
+_control_command("resume", "Resume: reopen the gate and apply what finished while paused.")
+_control_command(
+    "cancel", "Cancel: open steps end; waiting tasks are cancelled, running ones asked to stop."
+)
 
 
 @app.command()

@@ -170,17 +170,9 @@ def start_round(ctx: InstanceContext, step: Step) -> None:
     round (UNIQUE per activation), count it and create its task — or end the step exhausted.
     The round budget lives in the activation row and is never reset (invariant 11)."""
     spec = ctx.definition.step(step.name).poll
-    assert spec is not None and step.current_activation_id is not None
-    activation = ctx.conn.execute(
-        sa.select(workflow_activations).where(
-            workflow_activations.c.id == step.current_activation_id
-        )
-    ).one()
-    if activation.rounds_used >= activation.max_rounds:
-        exhaust(ctx, step, f"no match after {activation.rounds_used} rounds (maxRounds)")
-        return
-    if activation.deadline_at is not None and ctx.now >= activation.deadline_at:
-        exhaust(ctx, step, f"deadline passed after {activation.rounds_used} rounds")
+    assert spec is not None
+    activation = poll_checkpoint(ctx, step, ctx.now)
+    if activation is None:
         return
     number = activation.rounds_used + 1
     try:
@@ -225,9 +217,25 @@ def start_round(ctx: InstanceContext, step: Step) -> None:
     ctx.event("poll.round_started", step.name, step.activation_count, {"round": number})
 
 
-def exhaust(ctx: InstanceContext, step: Step, why: str) -> None:
+def poll_checkpoint(ctx: InstanceContext, step: Step, at: dt.datetime) -> sa.Row[Any] | None:
+    """The poll's activation row when a round may start at ``at`` — rounds left and the
+    deadline not passed — else None, with the step failed as exhausted."""
+    activation = ctx.conn.execute(
+        sa.select(workflow_activations).where(
+            workflow_activations.c.id == step.current_activation_id
+        )
+    ).one()
+    used = activation.rounds_used
+    why = None
+    if used >= activation.max_rounds:
+        why = f"no match after {used} rounds (maxRounds)"
+    elif activation.deadline_at is not None and at >= activation.deadline_at:
+        why = f"the deadline passed after {used} rounds"
+    if why is None:
+        return activation
     ctx.report.poll_outcomes.append(PollOutcome.EXHAUSTED)
     fail_step(ctx, step, "poll_exhausted", f"poll {step.name}: {why}")
+    return None
 
 
 def fail_step(ctx: InstanceContext, step: Step, kind: str, message: str) -> None:

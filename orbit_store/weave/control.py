@@ -58,6 +58,22 @@ def _require_running(ctx: InstanceContext, action: str) -> None:
         )
 
 
+def _switch(ctx: InstanceContext, *, paused: bool, reason: str) -> int:
+    """Close (pause) or open (resume) the gate and record it on the instance, together; the
+    gate must still be at the control version the instance holds. Returns the new version."""
+    gate = set_gate(
+        ctx.conn,
+        namespace=ctx.namespace,
+        gate_id=ctx.instance.gate_id,
+        allowed=not paused,
+        expected_control_version=ctx.instance.control_version,
+    )
+    set_control(ctx, paused=paused, control_version=gate.control_version)
+    action = "pause" if paused else "resume"
+    _audit(ctx, action, reason, {"state": ctx.instance.state.value, "paused": not paused})
+    return gate.control_version
+
+
 def pause_workflow(
     conn: sa.Connection, *, namespace: str, instance_id: str, actor: str, reason: str = ""
 ) -> ControlResult:
@@ -65,19 +81,8 @@ def pause_workflow(
     _require_running(ctx, "pause")
     if ctx.instance.paused:
         return _result(ctx, changed=False)
-    before = {"state": ctx.instance.state.value, "paused": False}
-    gate = set_gate(
-        conn,
-        namespace=namespace,
-        gate_id=ctx.instance.gate_id,
-        allowed=False,
-        expected_control_version=ctx.instance.control_version,
-    )
-    set_control(ctx, paused=True, control_version=gate.control_version)
-    ctx.event(
-        "instance.paused", details={"reason": reason, "control_version": gate.control_version}
-    )
-    _audit(ctx, "pause", reason, before)
+    version = _switch(ctx, paused=True, reason=reason)
+    ctx.event("instance.paused", details={"reason": reason, "control_version": version})
     ctx.flush()
     return _result(ctx, changed=True)
 
@@ -89,15 +94,7 @@ def resume_workflow(
     _require_running(ctx, "resume")
     if not ctx.instance.paused:
         return _result(ctx, changed=False)
-    before = {"state": ctx.instance.state.value, "paused": True}
-    gate = set_gate(
-        conn,
-        namespace=namespace,
-        gate_id=ctx.instance.gate_id,
-        allowed=True,
-        expected_control_version=ctx.instance.control_version,
-    )
-    set_control(ctx, paused=False, control_version=gate.control_version)
+    version = _switch(ctx, paused=False, reason=reason)
     applied = conn.execute(
         workflow_continuations.update()
         .where(
@@ -106,15 +103,8 @@ def resume_workflow(
         )
         .values(resumed_at=ctx.now)
     ).rowcount
-    ctx.event(
-        "instance.resumed",
-        details={
-            "reason": reason,
-            "control_version": gate.control_version,
-            "continuations": applied,
-        },
-    )
-    _audit(ctx, "resume", reason, before)
+    details = {"reason": reason, "control_version": version, "continuations": applied}
+    ctx.event("instance.resumed", details=details)
     advance(ctx)
     ctx.flush()
     return _result(ctx, changed=True)

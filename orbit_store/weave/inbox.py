@@ -29,7 +29,7 @@ from orbit_store.schema import (
 )
 
 from . import cel
-from .activate import exhaust, fail_step
+from .activate import fail_step, poll_checkpoint
 from .advance import advance
 from .context import InstanceContext, LostRace, Step, lock_instance
 from .model import AdvanceReport, PollOutcome, RoundState, StepState
@@ -194,21 +194,9 @@ def _finish_round(ctx: InstanceContext, task_id: str, to: RoundState, result: An
 
 
 def _schedule_next_round(ctx: InstanceContext, step: Step, interval: float) -> None:
-    activation = ctx.conn.execute(
-        sa.select(workflow_activations).where(
-            workflow_activations.c.id == step.current_activation_id
-        )
-    ).one()
-    if activation.rounds_used >= activation.max_rounds:
-        exhaust(ctx, step, f"no match after {activation.rounds_used} rounds (maxRounds)")
-        return
     next_at = ctx.now + dt.timedelta(seconds=interval)
-    if activation.deadline_at is not None and next_at >= activation.deadline_at:
-        exhaust(
-            ctx,
-            step,
-            f"the next round would start after the deadline ({activation.rounds_used} rounds)",
-        )
+    activation = poll_checkpoint(ctx, step, next_at)
+    if activation is None:
         return
     ctx.conn.execute(
         workflow_activations.update()
