@@ -3,8 +3,9 @@
 Pause closes the instance's execution gate and records ``paused`` with the gate's new control
 version in one transaction: claims and starts of its tasks are refused from then on, attempts
 already running finish and their outcomes are recorded (the inbox goes on consuming them and
-leaves continuation rows). Resume opens the gate, marks the continuations resumed and advances
-— applying everything that waited — in one transaction, so nothing stalls after a resume.
+leaves continuation rows); signals are accepted and stay pending. Resume opens the gate, marks
+the continuations resumed, gives pending signals to active waits and advances — applying
+everything that waited, due timers included — in one transaction, so nothing stalls after it.
 Cancel ends the instance: open steps are cancelled, their tasks cancelled by Pulse's rules.
 Each writes an audit row with the actor and reason.
 """
@@ -23,6 +24,7 @@ from orbit_store.schema import workflow_continuations
 from .advance import advance, close_instance
 from .context import InstanceContext, lock_instance
 from .model import ControlResult, InstanceState
+from .signals import match_waits
 from .transitions import set_control
 
 
@@ -105,6 +107,7 @@ def resume_workflow(
     ).rowcount
     details = {"reason": reason, "control_version": version, "continuations": applied}
     ctx.event("instance.resumed", details=details)
+    match_waits(ctx)  # signals accepted while paused, for waits already active
     advance(ctx)
     ctx.flush()
     return _result(ctx, changed=True)

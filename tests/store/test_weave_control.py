@@ -110,3 +110,21 @@ def test_a_finished_workflow_cannot_be_paused(weave: WeaveDriver) -> None:
     weave.run_tasks(ECHO)
     with pytest.raises(Conflict, match="only a RUNNING workflow"):
         weave.control("pause", wf)
+
+
+def test_a_signal_sent_while_paused_is_applied_on_resume_inv12(weave: WeaveDriver) -> None:
+    weave.publish(
+        "approve",
+        {
+            "steps": [
+                {"name": "approval", "wait": {"signal": "go"}},
+                task_step("ship", dependsOn=["approval"]),
+            ]
+        },
+    )
+    wf = weave.start_workflow("approve")
+    weave.control("pause", wf)
+    assert weave.signal(wf, "go").state == "PENDING", "accepted, not applied while paused"
+    assert weave.step_states(wf) == {"approval": "ACTIVE", "ship": "PENDING"}
+    weave.control("resume", wf)
+    assert weave.step_states(wf) == {"approval": "SUCCEEDED", "ship": "ACTIVE"}
