@@ -60,9 +60,9 @@ def reconcile(conn: sa.Connection, resource: Resource) -> Outcome:
             for v in info.versions[-STATUS_VERSIONS:]
         ],
     }
-    what = "published" if published.changed else "is"
+    news = ", just published" if published.changed else ""
     message = (
-        f"version {published.version} (sha256 {published.digest[:12]}) {what} the latest; "
+        f"version {published.version} (sha256 {published.digest[:12]}) is the latest{news}; "
         f"{running} workflows running"
     )
     return Outcome(changed=published.changed, message=message, status=status)
