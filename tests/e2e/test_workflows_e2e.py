@@ -97,3 +97,33 @@ def test_publishing_a_bad_spec_names_the_field(server: Server, mariadb_engine: s
     assert err.value.problem.errors == [
         {"loc": ["spec", "steps[0].dependsOn[0]"], "msg": "unknown step 'nope' (steps are: a)"}
     ]
+
+
+def test_the_cli_lists_pauses_resumes_cancels_and_shows_history(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    env = tenant.env()
+    cli(env, "publish", "-f", str(MANIFEST))
+    started = json.loads(
+        cli(env, "start", "order-fulfilment", "--input", '{"order": 9, "amount": 1}', "-o", "json")
+    )
+    wid = started["id"]
+    assert wid in cli(env, "list") and "RUNNING" in cli(env, "list", "--state", "RUNNING")
+    paused = json.loads(cli(env, "pause", wid, "--reason", "incident", "-o", "json"))
+    assert (paused["paused"], paused["control_version"]) == (True, 2)
+    assert "reserve" in cli(env, "get", wid), "the table lists the steps"
+    assert json.loads(cli(env, "resume", wid, "-o", "json"))["paused"] is False
+    assert json.loads(cli(env, "cancel", wid, "-o", "json"))["state"] == "CANCELLED"
+    kinds = [e["kind"] for e in json.loads(cli(env, "history", wid, "-o", "json"))]
+    assert kinds[0] == "instance.started" and kinds[-1] == "instance.cancelled"
+    assert "instance.paused" in cli(env, "history", wid)
+    missing = subprocess.run(
+        [ORBIT, "workflow", "get", "0190d5a8-0000-7000-8000-000000000000"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 1 and "not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
