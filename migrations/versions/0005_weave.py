@@ -199,9 +199,9 @@ def create_weave_tables() -> None:
         "ix_workflow_instances_state", "workflow_instances", ["namespace", "state"], unique=False
     )
     op.create_index(
-        "ix_workflow_instances_version",
+        "ix_workflow_instances_definition",
         "workflow_instances",
-        ["definition_version_id", "state"],
+        ["definition_id", "state"],
         unique=False,
     )
     op.create_index(

@@ -112,7 +112,7 @@ workflow_instances = sa.Table(
     sa.UniqueConstraint("namespace", "start_key"),
     sa.Index("ix_workflow_instances_state", "namespace", "state"),
     sa.Index("ix_workflow_instances_wake", "state", "wake_at"),
-    sa.Index("ix_workflow_instances_version", "definition_version_id", "state"),
+    sa.Index("ix_workflow_instances_definition", "definition_id", "state"),
     state_check("state", INSTANCE_STATES, "state"),
     sa.CheckConstraint(
         "(state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) = (finished_at IS NOT NULL)",
