@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -29,9 +30,13 @@ from typing import Any
 
 import httpx
 import pymysql
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from orbit_sdk import Client
+from orbit_store.db import create_store_engine
+from orbit_store.weave.inbox import due_messages
+from orbit_store.weave.timers import due_instances
 
 ROOT = Path(__file__).resolve().parents[1]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
@@ -168,6 +173,39 @@ class Bench:
         }
 
 
+def explain_loops(url: str) -> None:
+    """EXPLAIN the statements the inbox and timer loops scan with, as they really send them."""
+    engine = create_store_engine(url)
+    captured: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
+        if "FROM workflow_inbox" in statement or "FROM workflow_instances" in statement:
+            captured.append((statement, params))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    with engine.connect() as conn:
+        due_messages(conn, limit=200)
+        due_instances(conn, limit=200)
+    event.remove(engine, "before_cursor_execute", capture)
+    say("\nthe loops' scans (EXPLAIN on the tables as the run left them):")
+    with engine.connect() as conn:
+        for statement, params in captured:
+            plan = conn.exec_driver_sql("EXPLAIN FORMAT=JSON " + statement, params).scalar()
+            table = _find(json.loads(plan), "table")
+            say(
+                f"  {statement.split('FROM ')[1].split()[0]:20} access_type=",
+                f"{table.get('access_type')} key={table.get('key')} rows~{table.get('rows')}",
+            )
+    engine.dispose()
+
+
+def _find(node: Any, key: str) -> Any:
+    if isinstance(node, dict):
+        return node[key] if key in node else _find(list(node.values()), key)
+    found = [_find(item, key) for item in node] if isinstance(node, list) else []
+    return next((f for f in found if f), {})
+
+
 def show(title: str, m: dict[str, Any]) -> None:
     say(f"\n{title}")
     say(
@@ -227,6 +265,7 @@ def main() -> None:
                 wf = client.start_workflow(NS, "bench", input={"n": i}, start_key=f"solo-{i}")
                 client.wait_workflow(NS, wf.id, timeout=60, poll_interval=0.05)
             show(f"{args.solo} instances one at a time, idle workers:", bench.measure(mark))
+        explain_loops(args.database_url)
     finally:
         for proc in bench.procs:
             if proc.poll() is None:
