@@ -2,10 +2,13 @@
 
 One module per transaction family — ``definitions`` (publish, retire), ``start``, ``inbox``
 (Pulse outcomes in, consumed by the server's inbox loop), ``signals``, ``control`` (pause,
-resume, cancel), ``timers`` (sleeps, wait timeouts, next poll rounds) — over one core,
-``advance``, which activates whatever the DAG allows and finishes the instance; ``activate``
-creates a step's Pulse task, wait or poll round in the same transaction (invariant 9).
-``transitions`` holds the legal moves of instances, steps and activations.
+resume, cancel), ``timers`` (the timer loop) — over one core, ``advance``, which fires due timers
+(``firing``), decides whatever the DAG allows and finishes the instance; ``activate`` creates a
+step's Pulse task, wait or poll round in the same transaction (invariant 9), ``waits`` gives
+pending signals to active waits. ``transitions`` holds the legal moves of instances, steps and
+activations; ``context`` the locked instance a transaction works on; ``spec`` and ``cel`` the
+DSL; ``queries`` the views; ``invariants`` the checks of ``orbit admin verify``; ``service`` the
+entry points with retries and per-item isolation; ``outcomes`` Pulse's one hook.
 
 Lock order, kept by every Weave transaction (and compatible with Pulse's,
 ``orbit_store/pulse/__init__.py``):

@@ -21,7 +21,7 @@ from orbit_store.pulse.model import Safety
 from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
-from . import cel, signals
+from . import cel, waits
 from .context import InstanceContext, LostRace, Step
 from .model import ACTOR_PREFIX, PollOutcome, RoundState, StepState, WaitState
 from .spec import TaskTemplate
@@ -47,7 +47,7 @@ def activate(ctx: InstanceContext, step: Step) -> None:
             deadline = ctx.now + dt.timedelta(seconds=spec.wait.timeout_seconds)
         activation_id = open_activation(ctx, step, new_id(), deadline_at=deadline)
         wait_id = _insert_wait(ctx, activation_id, "signal", spec.wait.signal, deadline)
-        signals.take_pending(ctx, step, wait_id, spec.wait.signal)
+        waits.take_pending(ctx, step, wait_id, spec.wait.signal)
     elif spec.sleep is not None:
         try:
             wake = _wake_time(ctx, spec.sleep.seconds, spec.sleep.until)

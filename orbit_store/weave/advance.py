@@ -27,7 +27,7 @@ from orbit_store.errors import Conflict
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
-from . import cel, signals, timers
+from . import cel, firing, waits
 from .activate import activate, fail_step
 from .context import InstanceContext, Step
 from .model import InstanceState, RoundState, StepState, WaitState
@@ -37,7 +37,7 @@ from .transitions import move_instance, move_step
 def advance(ctx: InstanceContext) -> None:
     if ctx.instance.state.is_terminal or ctx.instance.paused:
         return
-    timers.fire_due(ctx)
+    firing.fire_due(ctx)
     for name in ctx.definition.order:
         step = ctx.steps[name]
         if step.state is StepState.PENDING and _is_ready(ctx, name):
@@ -115,7 +115,7 @@ def _finish_if_done(ctx: InstanceContext) -> None:
             error = {"type": "output_failed", "message": f"output: {exc}"}
             close_instance(ctx, InstanceState.FAILED, reason=error["message"], error=error)
             return
-    signals.expire_pending(ctx)
+    waits.expire_pending(ctx)
     move_instance(ctx, InstanceState.SUCCEEDED, reason="every step settled", output=output)
 
 
@@ -131,7 +131,7 @@ def close_instance(
             _stop_activation(ctx, step)
         if step.state.is_open:
             move_step(ctx, step, StepState.CANCELLED, reason=f"workflow {to.value.lower()}")
-    signals.expire_pending(ctx)
+    waits.expire_pending(ctx)
     values = {"error": error} if error is not None else {}
     move_instance(ctx, to, reason=reason, **values)
 

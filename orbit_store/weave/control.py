@@ -24,8 +24,8 @@ from orbit_store.schema import workflow_continuations
 from .advance import advance, close_instance
 from .context import InstanceContext, lock_instance
 from .model import ControlResult, InstanceState
-from .signals import match_waits
 from .transitions import set_control
+from .waits import match_waits
 
 
 def _result(ctx: InstanceContext, changed: bool) -> ControlResult:
