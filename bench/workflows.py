@@ -107,24 +107,28 @@ class Bench:
             cur.execute(sql, params)
             return cur.fetchall()
 
-    def wait_done(self, expected: int, stall: float = 60.0) -> None:
+    def wait_done(self, expected: int, stall: float = 120.0) -> None:
+        """Until every instance has SUCCEEDED; loud when nothing (no step) moves for ``stall`` s."""
         last, since = -1, time.monotonic()
-        sql = "SELECT state, COUNT(*) FROM workflow_instances WHERE namespace = %s GROUP BY state"
+        states = (
+            "SELECT state, COUNT(*) FROM workflow_instances WHERE namespace = %s GROUP BY state"
+        )
+        events = "SELECT COUNT(*) FROM workflow_events WHERE namespace = %s"
         while True:
             for proc in self.procs:
                 if proc.poll() is not None:
                     raise RuntimeError(f"{proc.args} exited; see {self.logs}")
-            counts = dict(self.query(sql, NS))
-            done = counts.get("SUCCEEDED", 0)
-            if done >= expected:
+            counts = dict(self.query(states, NS))
+            if counts.get("SUCCEEDED", 0) >= expected:
                 if len(counts) > 1:
                     raise RuntimeError(f"not all succeeded: {counts}")
                 return
-            if done != last:
-                last, since = done, time.monotonic()
+            moved = self.query(events, NS)[0][0]
+            if moved != last:
+                last, since = moved, time.monotonic()
             elif time.monotonic() - since > stall:
-                raise RuntimeError(f"no progress for {stall}s: {counts}")
-            time.sleep(0.1)
+                raise RuntimeError(f"no workflow moved for {stall}s: {counts}")
+            time.sleep(0.2)
 
     def start_many(self, client: Client, first: int, n: int) -> float:
         began = time.perf_counter()
