@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orbit.engines.gauges import GaugeCache
 from orbit.metrics_delivery import DeliveryBacklogCollector
+from orbit.metrics_workflows import WorkflowMetrics
 
 DEFAULT_GAUGE_INTERVAL = 15.0
 
@@ -79,5 +80,6 @@ class Metrics:
         )
         self.delivery_backlog = DeliveryBacklogCollector()
         self.registry.register(self.delivery_backlog)
+        self.workflows = WorkflowMetrics(self.registry)
         self.gauges = GaugeCache(engine, gauge_interval)
         self.registry.register(self.gauges)

@@ -149,8 +149,8 @@ def retention_inventory(
             "signals",
             workflow_signals,
             workflow_signals.c.received_at,
-            workflow_signals.c.consumed_at.is_(None),
-            "not consumed",
+            workflow_signals.c.state == "PENDING",
+            "pending: a later wait may still take it",
             [],
         ),
         (

@@ -18,6 +18,7 @@ from .schema import (
     task_events,
     tasks,
 )
+from .weave.invariants import WORKFLOW_CHECKS
 
 LIVE_ATTEMPT = ("LEASED", "RUNNING")
 EXAMPLES = 10
@@ -289,6 +290,7 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
         "attempts_used differs from the attempts spent (all but released ones)",
         _attempt_count_mismatch,
     ),
+    **WORKFLOW_CHECKS,
 }
 
 

@@ -1,4 +1,5 @@
-"""The one adapter every MySQL-backed kind goes through (Queue, Quota, Credential):
+"""The one adapter every MySQL-backed kind goes through (Queue, Quota, Credential,
+WorkflowDefinition):
 
 body → admitted :class:`Resource` → the kind's ``reconcile``/``delete`` in one store transaction →
 ``.status``. What went wrong comes back as a :class:`Failure`, which a Kopf handler turns into

@@ -16,6 +16,8 @@ from orbit.engines.deliveries import WebhookSender
 from orbit.engines.loop import EngineLoop
 from orbit.engines.reaper import reaper_pass
 from orbit.engines.scheduler import scheduler_pass
+from orbit.engines.weave_inbox import inbox_pass
+from orbit.engines.weave_timers import TimerLoop
 from orbit.metrics import Metrics
 
 from . import (
@@ -29,6 +31,7 @@ from . import (
     routes_subscriptions,
     routes_tasks,
     routes_workers,
+    routes_workflows,
 )
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
@@ -61,6 +64,22 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             "scheduler",
             lambda: scheduler_pass(ctx.engine, ctx.metrics),
             ctx.settings.scheduler_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "weave-inbox",
+            lambda: inbox_pass(
+                ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
+            ),
+            ctx.settings.inbox_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "weave-timers",
+            TimerLoop(
+                ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
+            ).run_pass,
+            ctx.settings.timer_interval,
             on_error,
         ),
     ]
@@ -97,6 +116,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
     app.include_router(routes_schedules.router)
+    app.include_router(routes_workflows.router)
     app.include_router(routes_health.router)
     app.include_router(routes_subscriptions.router)
     app.include_router(routes_audit.router)

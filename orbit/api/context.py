@@ -21,6 +21,9 @@ class ServerSettings:
     port: int = 8080
     reaper_interval: float = 1.0
     scheduler_interval: float = 1.0
+    inbox_interval: float = 0.2
+    timer_interval: float = 1.0
+    weave_workers: int = 4  # threads consuming the inbox / firing timers side by side
     lease_poll_interval: float = 1.0
     heartbeat_interval: float = 10.0
     gauge_interval: float = 15.0  # backlog gauges on /metrics (orbit/engines/gauges.py)

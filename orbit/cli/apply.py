@@ -1,4 +1,5 @@
-"""`orbit apply -f FILE|DIR`: apply Queue, Quota, Credential manifests straight to a database."""
+"""`orbit apply -f FILE|DIR`: apply Queue, Quota, Credential and WorkflowDefinition manifests
+straight to a database."""
 
 from __future__ import annotations
 

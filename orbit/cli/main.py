@@ -25,6 +25,7 @@ class OrbitGroup(LazyGroup):
         "outbox": LazyCommand("orbit.cli.outbox:app"),
         "subscription": LazyCommand("orbit.cli.subscriptions:app"),
         "schedule": LazyCommand("orbit.cli.schedules:app"),
+        "workflow": LazyCommand("orbit.cli.workflows:app"),
     }
 
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from orbit_store.audit import digest, record_audit
 from orbit_store.clock import db_now
-from orbit_store.schema import credentials, queues, quotas, schedules
+from orbit_store.schema import credentials, queues, quotas, schedules, workflow_definitions
 
 from .kinds import Kind, SecretLookup
 from .resource import Deletion, Outcome, Resource
@@ -25,6 +25,7 @@ STORED_TABLES: dict[str, sa.Table] = {
     "Quota": quotas,
     "Credential": credentials,
     "Schedule": schedules,
+    "WorkflowDefinition": workflow_definitions,  # a spec change shows as a new latest_version
 }
 #: Columns that say nothing about what was declared (the generation is the audit row's
 #: resource_version; a quota's token bucket is runtime state).
@@ -77,6 +78,8 @@ def _action(kind: str, before: dict[str, Any] | None, after: dict[str, Any] | No
         return f"{name}.suspend" if after["suspended"] else f"{name}.resume"
     if before is not None and "revoked_at" in changed and after["revoked_at"] is not None:
         return f"{name}.revoke"
+    if before is not None and changed == {"retired_at"} and after["retired_at"] is not None:
+        return f"{name}.retire"  # a deleted WorkflowDefinition: no new starts, runs go on
     if before is not None and changed == {"draining_since"}:
         return f"{name}.drain"
     return f"{name}.apply"

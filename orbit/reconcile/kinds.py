@@ -13,8 +13,9 @@ from orbit_store.pulse.queues import list_queues
 from orbit_store.pulse.quota_declarations import list_quotas
 from orbit_store.schedules.queries import declared_schedules
 from orbit_store.schema import queues
+from orbit_store.weave.definitions import list_definitions
 
-from . import credential, queue, quota, schedule
+from . import credential, queue, quota, schedule, workflow_definition
 from .resource import Deletion, Outcome, Resource
 
 SecretLookup = Callable[[str, str], dict[str, str] | None]
@@ -80,5 +81,13 @@ KINDS: dict[str, Kind] = {
         declared=declared_schedules,
         stored_spec=lambda conn, ns, name: {},
         validate=schedule.validate,
+    ),
+    "WorkflowDefinition": Kind(
+        "WorkflowDefinition",
+        "workflowdefinitions",
+        reconcile=lambda conn, r, _secrets: workflow_definition.reconcile(conn, r),
+        delete=workflow_definition.delete,
+        declared=list_definitions,
+        stored_spec=lambda conn, ns, name: {},
     ),
 }

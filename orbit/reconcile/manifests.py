@@ -13,8 +13,9 @@ import yaml
 
 from .admission import admit
 from .resource import API_VERSION, Resource
+from .workflow_definition import spec_problems
 
-KIND_ORDER = ("Queue", "Quota", "Schedule", "Credential", "WorkerPool")
+KIND_ORDER = ("Queue", "Quota", "Schedule", "Credential", "WorkerPool", "WorkflowDefinition")
 SUFFIXES = (".yaml", ".yml")
 
 
@@ -110,6 +111,8 @@ def read(paths: list[Path], default_namespace: str) -> ManifestSet:
         if refusals:
             problems += [f"{m.where}: {r.path or '<root>'}: {r.message}" for r in refusals]
             continue
+        if m.doc["kind"] == "WorkflowDefinition":
+            problems += [f"{m.where}: {p}" for p in spec_problems(admitted.get("spec") or {})]
         resource = Resource(
             kind=m.doc["kind"],
             namespace=meta["namespace"],

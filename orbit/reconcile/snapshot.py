@@ -13,7 +13,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.schema import credentials, queues, quotas, schedules
+from orbit_store.schema import (
+    credentials,
+    queues,
+    quotas,
+    schedules,
+    workflow_definition_versions,
+    workflow_definitions,
+)
 
 IGNORED = frozenset(
     {
@@ -43,11 +50,37 @@ def _rows(conn: sa.Connection, table: sa.Table, namespace: str) -> list[dict[str
         kept = {key: value for key, value in row.items() if key not in IGNORED}
         if "revoked_at" in kept:
             kept["revoked"] = kept.pop("revoked_at") is not None
+        if "retired_at" in kept:
+            kept["retired"] = kept.pop("retired_at") is not None
         rows.append(kept)
     return rows
 
 
+def _versions(conn: sa.Connection, namespace: str) -> list[dict[str, Any]]:
+    """Published workflow versions: what was published, not when or by whom."""
+    rows = conn.execute(
+        sa.select(
+            workflow_definitions.c.name,
+            workflow_definition_versions.c.version,
+            workflow_definition_versions.c.digest,
+            workflow_definition_versions.c.spec,
+        )
+        .join(
+            workflow_definitions,
+            workflow_definitions.c.id == workflow_definition_versions.c.definition_id,
+        )
+        .where(workflow_definition_versions.c.namespace == namespace)
+        .order_by(workflow_definitions.c.name, workflow_definition_versions.c.version)
+    )
+    return [dict(row) for row in rows.mappings()]
+
+
 def declared_rows(conn: sa.Connection, namespace: str) -> Rows:
-    """The namespace's queues, quotas, credentials and schedules by table name, ordered by name."""
-    tables = (queues, quotas, credentials, schedules)
-    return {table.name: _rows(conn, table, namespace) for table in tables}
+    """The namespace's queues, quotas, credentials, schedules and workflow definitions (with
+    their versions) by table name, ordered by name."""
+    rows = {
+        table.name: _rows(conn, table, namespace)
+        for table in (queues, quotas, credentials, schedules, workflow_definitions)
+    }
+    rows[workflow_definition_versions.name] = _versions(conn, namespace)
+    return rows

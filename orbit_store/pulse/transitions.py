@@ -13,6 +13,7 @@ from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.delivery.fanout import fan_out
 from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
+from orbit_store.weave.outcomes import record_task_outcome
 
 from .attempts import finish_attempt
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState
@@ -118,6 +119,10 @@ def transition(
             )
         )
         fan_out(conn, event_id, task, to_state.value, now=now)  # its deliveries (seed §6.2)
+        if task.workflow_instance_id is not None:  # Weave's internal event (seed §6.3, inv. 9)
+            record_task_outcome(
+                conn, task, to_state, new_version, now, values.get("result"), values.get("error")
+            )
     return new_version
 
 

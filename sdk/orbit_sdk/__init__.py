@@ -60,8 +60,23 @@ from .models import (
     TaskState,
 )
 from .worker import Worker
+from .workflow_models import (
+    FINISHED_WORKFLOW_STATES,
+    PendingSignal,
+    Signal,
+    Workflow,
+    WorkflowActivation,
+    WorkflowDefinition,
+    WorkflowDefinitionVersion,
+    WorkflowDetail,
+    WorkflowEvent,
+    WorkflowPage,
+    WorkflowState,
+    WorkflowStep,
+)
 
 __all__ = [
+    "FINISHED_WORKFLOW_STATES",
     "SETTLED_STATES",
     "TERMINAL_STATES",
     "AsyncClient",
@@ -85,6 +100,7 @@ __all__ = [
     "OrbitError",
     "OutcomeUnknown",
     "PayloadTooLarge",
+    "PendingSignal",
     "PreviewInstant",
     "Problem",
     "QuotaExceeded",
@@ -97,6 +113,7 @@ __all__ = [
     "ScheduleTask",
     "ServerUnreachable",
     "Session",
+    "Signal",
     "StaleAttempt",
     "StartResponse",
     "Task",
@@ -110,5 +127,14 @@ __all__ = [
     "Unavailable",
     "ValidationFailed",
     "Worker",
+    "Workflow",
+    "WorkflowActivation",
+    "WorkflowDefinition",
+    "WorkflowDefinitionVersion",
+    "WorkflowDetail",
+    "WorkflowEvent",
+    "WorkflowPage",
+    "WorkflowState",
+    "WorkflowStep",
     "__version__",
 ]

@@ -25,6 +25,7 @@ from ._version import __version__
 from .errors import TimeoutExpired
 from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
 from .results import AsyncResultsMethods, ResultsMethods
+from .workflows import AsyncWorkflowMethods, WorkflowMethods
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 10.0
@@ -55,7 +56,7 @@ def _timeout_error(task_id: str, timeout: float | None, last: TaskDetail | None)
     return err
 
 
-class Client(ResultsMethods, ScheduleMethods):
+class Client(ResultsMethods, ScheduleMethods, WorkflowMethods):
     """Synchronous client. Thread-safe; reuse one per process (it pools connections).
 
     ``server`` and ``token`` default to the ``ORBIT_SERVER`` and ``ORBIT_TOKEN`` environment
@@ -252,7 +253,7 @@ class Client(ResultsMethods, ScheduleMethods):
         self.close()
 
 
-class AsyncClient(AsyncResultsMethods, AsyncScheduleMethods):
+class AsyncClient(AsyncResultsMethods, AsyncScheduleMethods, AsyncWorkflowMethods):
     """The asyncio twin of ``Client`` (same methods, awaitable)."""
 
     def __init__(

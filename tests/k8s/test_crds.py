@@ -26,7 +26,7 @@ from orbit.reconcile.admission import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-KINDS = ["Queue", "Quota", "Credential", "WorkerPool", "Schedule"]
+KINDS = ["Queue", "Quota", "Credential", "WorkerPool", "Schedule", "WorkflowDefinition"]
 EXAMPLES = REPO / "examples" / "manifests"
 INVALID = Path(__file__).parent / "invalid"
 RBAC = REPO / "charts" / "orbit" / "files" / "operator-rbac.yaml"
@@ -177,6 +177,7 @@ def test_cross_field_rules_are_cel_rules_where_the_spec_says() -> None:
         "Credential": [""],
         "WorkerPool": ["", "spec", "spec.autoscaling", "spec.autoscaling"],
         "Schedule": ["", "spec", "spec"],
+        "WorkflowDefinition": ["", "spec.steps[]", "spec.steps[].sleep"],
     }
 
 
@@ -503,6 +504,57 @@ def test_schedule_without_task_template_is_refused() -> None:
     )
 
 
+def test_workflowdefinition_step_with_two_kinds_is_refused() -> None:
+    assert_refused_once(
+        "workflowdefinition-step-with-two-kinds.yaml",
+        by="cel",
+        at="spec.steps[0]",
+        says="exactly one of task, wait, sleep or poll",
+    )
+
+
+def test_workflowdefinition_wait_without_signal_is_refused() -> None:
+    assert_refused_once(
+        "workflowdefinition-wait-without-signal.yaml",
+        by="schema",
+        at="spec.steps.1.wait",
+        says="'signal' is a required property",
+    )
+
+
+def test_workflowdefinition_sleep_with_seconds_and_until_is_refused() -> None:
+    assert_refused_once(
+        "workflowdefinition-sleep-seconds-and-until.yaml",
+        by="cel",
+        at="spec.steps[0].sleep",
+        says="exactly one of seconds or until",
+    )
+
+
+def test_workflowdefinition_step_name_that_cel_cannot_read_is_refused() -> None:
+    assert_refused_once(
+        "workflowdefinition-step-name-with-dash.yaml",
+        by="schema",
+        at="spec.steps.0.name",
+        says="does not match",
+    )
+
+
+def test_workflowdefinition_defaults_fill_policies_and_queues() -> None:
+    doc = minimal(
+        "WorkflowDefinition",
+        steps=[
+            {"name": "a", "task": {"handler": "h"}},
+            {"name": "w", "dependsOn": ["a"], "wait": {"signal": "go"}},
+        ],
+    )
+    admitted, refusals = admit(doc)
+    assert refusals == []
+    first, second = admitted["spec"]["steps"]
+    assert (first["onFailure"], first["task"]["queue"]) == ("fail", "default")
+    assert second["wait"]["onTimeout"] == "fail"
+
+
 def test_every_kind_has_invalid_manifests() -> None:
     kinds = {doc["kind"] for path in INVALID_FILES for doc in load_yaml_documents(path)}
     assert kinds == set(KINDS)
@@ -529,6 +581,7 @@ COLUMNS = {
     "Credential": ["Secret", "Roles", "Ready", "Age"],
     "WorkerPool": ["Ready", "Workers", "Backlog", "Age"],
     "Schedule": ["Schedule", "TimeZone", "Suspend", "Last", "Next", "Ready", "Age"],
+    "WorkflowDefinition": ["Latest", "Running", "Ready", "Age"],
 }
 READY_CONDITION = '.status.conditions[?(@.type=="Ready")].status'
 OBJECT_META = {".metadata.creationTimestamp": "date", ".metadata.name": "string"}

@@ -62,13 +62,14 @@ def test_orbit_apply_audits_each_change_once_with_actor_generation_and_digests(
         ("quota.apply", "checkout-limits"),
         ("schedule.apply", "nightly-report"),
         ("credential.apply", "checkout-worker"),
+        ("workflowdefinition.apply", "order-fulfilment"),
     ]
     for row in audit(store):
         assert (row.actor, row.resource_version, row.before) == ("orbit-apply:alice", 1, None)
         assert row.after["digest"].startswith("sha256:")
         assert TOKEN not in str(row.after)
     apply(store, folder)
-    assert len(audit(store)) == 4, "an apply that changes nothing is not an admin action"
+    assert len(audit(store)) == 5, "an apply that changes nothing is not an admin action"
 
 
 def test_pausing_and_resuming_a_queue_are_audited_as_such(store: sa.Engine, folder: Path) -> None:

@@ -16,6 +16,7 @@ from orbit_store.verify import verify
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
 from .schedule_driver import ScheduleDriver
+from .weave_driver import WeaveDriver
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +43,7 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
     yield driver
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
-    assert report.clean, report.as_dict()
+    assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}
 
 
 @pytest.fixture
@@ -55,3 +56,13 @@ def delivery(pulse: PulseDriver) -> DeliveryDriver:
 def schedules(pulse: PulseDriver) -> ScheduleDriver:
     """Schedules in the pulse driver's namespace, with a clock the test moves."""
     return ScheduleDriver(pulse)
+
+
+@pytest.fixture
+def weave(engine: sa.Engine) -> Iterator[WeaveDriver]:
+    """A Weave driver on a fresh namespace; afterwards the namespace must pass `verify`."""
+    driver = WeaveDriver(engine)
+    yield driver
+    with engine.connect() as conn:
+        report = verify(conn, driver.namespace)
+    assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}

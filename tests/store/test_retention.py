@@ -69,7 +69,11 @@ def _workflow_messages(pulse: PulseDriver, at: dt.datetime) -> None:
         conn.execute(
             workflow_instances.insert().values(
                 id=instance,
+                definition_id=definition,
                 definition_version_id=version,
+                definition_name=f"wf-{definition[-8:]}",
+                version=1,
+                event_seq=0,
                 start_key=instance,
                 start_digest="s" * 64,
                 state="RUNNING",
@@ -89,6 +93,9 @@ def _workflow_messages(pulse: PulseDriver, at: dt.datetime) -> None:
                     namespace=ns,
                     signal_id=f"s{n}",
                     name="approve",
+                    digest="p" * 64,
+                    state="CONSUMED" if consumed else "PENDING",
+                    consumed_by_activation_id=new_id() if consumed else None,
                     received_at=at,
                     consumed_at=consumed,
                 )

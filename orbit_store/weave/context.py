@@ -1,0 +1,248 @@
+"""One Weave transaction's view of an instance: the locked instance row, its steps, the bound
+definition, the clock, and the history events it appends — written back by :meth:`flush`.
+
+Every Weave transaction starts with :func:`lock_instance` (the first lock, see the package
+docstring) and ends with :meth:`InstanceContext.flush`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.clock import as_db_time, utc_now
+from orbit_store.errors import NotFound
+from orbit_store.ids import new_id
+from orbit_store.schema import (
+    workflow_activations,
+    workflow_events,
+    workflow_instances,
+    workflow_signals,
+    workflow_steps,
+    workflow_waits,
+)
+
+from .definitions import load_version
+from .model import AdvanceReport, InstanceState, SignalState, StepState, WaitState
+from .spec import Definition
+
+
+class LostRace(Exception):
+    """A conditional update matched no row although the instance lock was held: a bug."""
+
+
+@dataclass
+class Instance:
+    """The instance row as read under lock; updated in place as the transaction changes it."""
+
+    id: str
+    namespace: str
+    definition_version_id: str
+    definition_name: str
+    version: int
+    state: InstanceState
+    state_version: int
+    paused: bool
+    control_version: int
+    gate_id: str
+    input: Any
+    output: Any
+    error: Any
+    event_seq: int
+    wake_at: dt.datetime | None
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+@dataclass
+class Step:
+    id: str
+    name: str
+    kind: str
+    state: StepState
+    activation_count: int
+    current_activation_id: str | None
+    result: Any
+    error: Any
+
+
+@dataclass
+class InstanceContext:
+    conn: sa.Connection
+    instance: Instance
+    now: dt.datetime
+    definition: Definition
+    steps: dict[str, Step]
+    report: AdvanceReport
+    actor: str | None = None
+    timers_changed: bool = False
+    _events: list[dict[str, Any]] = field(default_factory=list)
+    _signals: dict[str, Any] | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.instance.namespace
+
+    def event(
+        self,
+        kind: str,
+        step: str | None = None,
+        activation_seq: int | None = None,
+        details: Any = None,
+        actor: str | None = None,
+    ) -> None:
+        """Append a history event (written by :meth:`flush`, numbered in order)."""
+        self._events.append(
+            {
+                "kind": kind,
+                "step_name": step,
+                "activation_seq": activation_seq,
+                "details": details,
+                "actor": actor or self.actor,
+            }
+        )
+
+    def variables(self) -> dict[str, Any]:
+        """What CEL expressions see: input, steps.<name>.{state,result}, signals.<name>."""
+        if self._signals is None and not self.definition.signal_names:
+            self._signals = {}
+        if self._signals is None:
+            rows = self.conn.execute(
+                sa.select(workflow_signals.c.name, workflow_signals.c.payload)
+                .where(
+                    workflow_signals.c.instance_id == self.instance.id,
+                    workflow_signals.c.state == SignalState.CONSUMED.value,
+                )
+                .order_by(workflow_signals.c.consumed_at)
+            )
+            self._signals = {name: payload for name, payload in rows}
+        steps = {s.name: {"state": s.state.value, "result": s.result} for s in self.steps.values()}
+        return {"input": self.instance.input, "steps": steps, "signals": dict(self._signals)}
+
+    def signal_consumed(self, name: str, payload: Any) -> None:
+        if self._signals is not None:
+            self._signals[name] = payload
+
+    def flush(self) -> None:
+        """Write the events, the timer key and the event counter back to the instance row."""
+        inst = self.instance
+        values: dict[str, Any] = {}
+        if self._events:
+            rows = []
+            for offset, event in enumerate(self._events, start=1):
+                rows.append(
+                    {
+                        "id": new_id(),
+                        "instance_id": inst.id,
+                        "namespace": inst.namespace,
+                        "seq": inst.event_seq + offset,
+                        "at": self.now,
+                        **event,
+                    }
+                )
+            self.conn.execute(workflow_events.insert(), rows)
+            values["event_seq"] = inst.event_seq + len(rows)
+            values["updated_at"] = self.now
+        if self.timers_changed or (inst.state.is_terminal and inst.wake_at is not None):
+            values["wake_at"] = self._next_wake()
+        if not values:
+            return
+        updated = self.conn.execute(
+            workflow_instances.update()
+            .where(
+                workflow_instances.c.id == inst.id,
+                workflow_instances.c.event_seq == inst.event_seq,
+            )
+            .values(**values)
+        )
+        if updated.rowcount != 1:
+            raise LostRace(f"workflow instance {inst.id} changed under its lock")
+        inst.event_seq = values.get("event_seq", inst.event_seq)
+        inst.wake_at = values.get("wake_at", inst.wake_at)
+        self._events.clear()
+        self.timers_changed = False
+
+    def _next_wake(self) -> dt.datetime | None:
+        if self.instance.state.is_terminal:
+            return None
+        wait_due = self.conn.execute(
+            sa.select(sa.func.min(workflow_waits.c.deadline_at)).where(
+                workflow_waits.c.instance_id == self.instance.id,
+                workflow_waits.c.state == WaitState.WAITING.value,
+            )
+        ).scalar_one()
+        poll_due = self.conn.execute(
+            sa.select(sa.func.min(workflow_activations.c.next_poll_at)).where(
+                workflow_activations.c.instance_id == self.instance.id,
+                workflow_activations.c.state == "ACTIVE",
+            )
+        ).scalar_one()
+        due = [_as_datetime(v) for v in (wait_due, poll_due) if v is not None]
+        return min(due) if due else None
+
+
+def _as_datetime(value: dt.datetime | str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def lock_instance(
+    conn: sa.Connection, namespace: str, instance_id: str, *, actor: str | None = None
+) -> InstanceContext:
+    """SELECT … FOR UPDATE the instance (with the database time), then load its steps and its
+    bound definition. Raises NotFound."""
+    row = conn.execute(
+        sa.select(workflow_instances, utc_now().label("db_now"))
+        .where(
+            workflow_instances.c.id == instance_id,
+            workflow_instances.c.namespace == namespace,
+        )
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"workflow {instance_id} not found in namespace {namespace!r}")
+    instance = Instance(
+        id=row.id,
+        namespace=row.namespace,
+        definition_version_id=row.definition_version_id,
+        definition_name=row.definition_name,
+        version=row.version,
+        state=InstanceState(row.state),
+        state_version=row.state_version,
+        paused=bool(row.paused),
+        control_version=row.control_version,
+        gate_id=row.gate_id,
+        input=row.input,
+        output=row.output,
+        error=row.error,
+        event_seq=row.event_seq,
+        wake_at=row.wake_at,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+    steps = {
+        s.name: Step(
+            id=s.id,
+            name=s.name,
+            kind=s.kind,
+            state=StepState(s.state),
+            activation_count=s.activation_count,
+            current_activation_id=s.current_activation_id,
+            result=s.result,
+            error=s.error,
+        )
+        for s in conn.execute(
+            sa.select(workflow_steps).where(workflow_steps.c.instance_id == instance_id)
+        )
+    }
+    return InstanceContext(
+        conn=conn,
+        instance=instance,
+        now=as_db_time(conn, row.db_now),
+        definition=load_version(conn, row.definition_version_id),
+        steps=steps,
+        report=AdvanceReport(namespace=namespace),
+        actor=actor,
+    )

@@ -1,0 +1,56 @@
+"""Pulse's one hook into Weave (seed §6.3, invariant 9): ``pulse.transitions.transition()``
+calls :func:`record_task_outcome` in the very transaction that moves a workflow task to an
+outcome (SUCCEEDED, FAILED, CANCELLED, NEEDS_REVIEW), so the internal event is persisted with
+the outcome or not at all. It only INSERTs (no lock on the instance: see the package docstring);
+the inbox loop consumes it (``weave.inbox``).
+
+This module imports nothing of Weave's engine, so Pulse can import it without a cycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.ids import new_id
+from orbit_store.schema import workflow_inbox
+
+#: Who the inbox rows written by Pulse are for (UNIQUE with the source event id).
+CONSUMER = "weave"
+
+
+def source_event_id(task_id: str, state_version: int) -> str:
+    """The identity of one outcome: a task's transition to one state_version (seed §6.3)."""
+    return f"task:{task_id}:v{state_version}"
+
+
+def record_task_outcome(
+    conn: sa.Connection,
+    task: Any,
+    state: str,
+    state_version: int,
+    now: dt.datetime,
+    result: Any = None,
+    error: Any = None,
+) -> None:
+    """Persist the outcome of a workflow task as a PENDING inbox row for Weave."""
+    state = str(state)
+    conn.execute(
+        workflow_inbox.insert().values(
+            id=new_id(),
+            namespace=task.namespace,
+            source_event_id=source_event_id(task.id, state_version),
+            consumer=CONSUMER,
+            instance_id=task.workflow_instance_id,
+            activation_id=task.workflow_activation_id,
+            task_id=task.id,
+            kind=f"task.{state.lower()}",
+            payload={"state": state, "result": result, "error": error},
+            state="PENDING",
+            received_at=now,
+            attempts=0,
+            next_attempt_at=now,
+        )
+    )

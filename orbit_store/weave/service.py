@@ -1,0 +1,200 @@
+"""Engine-level entry points: each runs Weave transactions through ``run_transaction`` (deadlock
+retries) and resolves what a transaction cannot — a concurrent duplicate or a commit whose
+outcome is unknown is looked up by its stable identity (start key, signal id), never retried
+under a new one; an engine pass isolates each item in its own transaction, so one bad row is
+counted and retried later, never stopping the pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.db import is_sqlite, run_transaction
+from orbit_store.errors import CommitOutcomeUnknown
+
+from . import inbox, timers
+from .definitions import publish_definition
+from .model import AdvanceReport, PublishResult, SignalResult, StartResult
+from .signals import accept_signal
+from .spec import parse
+from .start import StartRequest, find_started, start_workflow
+
+log = logging.getLogger("orbit.weave")
+
+
+def publish(
+    engine: sa.Engine,
+    *,
+    namespace: str,
+    name: str,
+    document: Any,
+    source: str,
+    published_by: str | None = None,
+) -> PublishResult:
+    """Validate (InvalidDefinition names every bad field) and publish."""
+    spec = parse(document)
+    return run_transaction(
+        engine,
+        functools.partial(
+            publish_definition,
+            namespace=namespace,
+            name=name,
+            spec=spec,
+            source=source,
+            published_by=published_by,
+        ),
+    )
+
+
+def start(engine: sa.Engine, request: StartRequest) -> tuple[StartResult, AdvanceReport]:
+    try:
+        return run_transaction(engine, functools.partial(start_workflow, request=request))
+    except (sa.exc.IntegrityError, CommitOutcomeUnknown):
+        found = run_transaction(engine, lambda conn: find_started(conn, request))
+        if found is None:
+            raise
+        return found, AdvanceReport(namespace=request.namespace)
+
+
+def signal(
+    engine: sa.Engine,
+    *,
+    namespace: str,
+    instance_id: str,
+    signal_id: str,
+    name: str,
+    payload: Any = None,
+    sent_by: str | None = None,
+) -> tuple[SignalResult, AdvanceReport]:
+    work = functools.partial(
+        accept_signal,
+        namespace=namespace,
+        instance_id=instance_id,
+        signal_id=signal_id,
+        name=name,
+        payload=payload,
+        sent_by=sent_by,
+    )
+    try:
+        result, ctx = run_transaction(engine, work)
+    except CommitOutcomeUnknown:
+        result, ctx = run_transaction(engine, work)  # same signal id: a replay if it committed
+    return result, ctx.report
+
+
+@dataclass
+class PassReport:
+    """What one engine pass did: a report per item that moved, and items that failed."""
+
+    reports: list[AdvanceReport] = field(default_factory=list)
+    failures: int = 0
+
+
+def _run_groups(
+    groups: list[list[Any]], work: Callable[[Any], AdvanceReport | None], workers: int
+) -> PassReport:
+    """Run ``work`` on every item: the items of one group in order, groups side by side on up
+    to ``workers`` threads (each item its own transaction; a failure is counted, not raised)."""
+    report, lock = PassReport(), threading.Lock()
+
+    def run(group: list[Any]) -> None:
+        for item in group:
+            try:
+                done = work(item)
+            except Exception:
+                with lock:
+                    report.failures += 1
+            else:
+                if done is not None:
+                    with lock:
+                        report.reports.append(done)
+
+    if workers <= 1 or len(groups) <= 1:  # SQLite callers pass 1: it has one writer anyway
+        for group in groups:
+            run(group)
+    else:
+        with ThreadPoolExecutor(min(workers, len(groups)), "orbit-weave") as pool:
+            list(pool.map(run, groups))
+    return report
+
+
+def consume_pass(
+    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None, workers: int = 1
+) -> PassReport:
+    """Consume due inbox rows, each in its own transaction; rows of one instance in order,
+    instances side by side on ``workers`` threads. A failing row backs off and stays."""
+    due_rows = run_transaction(
+        engine, functools.partial(inbox.due_messages, limit=limit, namespace=namespace)
+    )
+    by_instance: dict[str, list[inbox.Due]] = {}
+    for due in due_rows:
+        by_instance.setdefault(due.instance_id, []).append(due)
+
+    def work(due: inbox.Due) -> AdvanceReport:
+        try:
+            return run_transaction(
+                engine,
+                functools.partial(
+                    inbox.consume,
+                    namespace=due.namespace,
+                    instance_id=due.instance_id,
+                    inbox_id=due.id,
+                ),
+            )
+        except Exception as exc:
+            log.exception(
+                "inbox row not consumed; retried later",
+                extra={"namespace": due.namespace, "inbox_id": due.id, "workflow": due.instance_id},
+            )
+            _record_failure(engine, due, exc)
+            raise
+
+    return _run_groups(list(by_instance.values()), work, 1 if is_sqlite(engine) else workers)
+
+
+def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
+    try:
+        run_transaction(
+            engine,
+            functools.partial(
+                inbox.record_failure,
+                namespace=due.namespace,
+                inbox_id=due.id,
+                error=f"{type(exc).__name__}: {exc}",
+            ),
+        )
+    except Exception:
+        log.exception("could not record an inbox failure", extra={"inbox_id": due.id})
+
+
+def timer_pass(
+    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None, workers: int = 1
+) -> PassReport:
+    """Fire the due timers of running, unpaused instances, one instance per transaction."""
+    due = run_transaction(
+        engine, functools.partial(timers.due_instances, limit=limit, namespace=namespace)
+    )
+
+    def work(item: tuple[str, str]) -> AdvanceReport:
+        ns, instance_id = item
+        try:
+            return run_transaction(
+                engine,
+                functools.partial(timers.wake_instance, namespace=ns, instance_id=instance_id),
+            )
+        except Exception:
+            log.exception(
+                "workflow timers not fired; retried next pass",
+                extra={"namespace": ns, "workflow": instance_id},
+            )
+            raise
+
+    return _run_groups([[item] for item in due], work, 1 if is_sqlite(engine) else workers)

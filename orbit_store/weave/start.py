@@ -1,0 +1,179 @@
+"""Starting a workflow (seed §5 "流程启动 / 推进"; invariants 6, 9, 10).
+
+One transaction creates the instance bound to one published version, its execution gate, a
+PENDING row per step, the start event, and — through ``advance`` — the first steps' tasks and
+waits. Starting is idempotent by ``(namespace, start_key)``: the same key and request returns
+the original instance; the same key with another request is a conflict. A commit whose outcome
+is unknown is resolved by looking the key up (:func:`find_started`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
+from orbit_store.ids import new_id
+from orbit_store.pulse.gates import create_gate
+from orbit_store.schema import (
+    workflow_definition_versions,
+    workflow_definitions,
+    workflow_instances,
+    workflow_steps,
+)
+
+from .advance import advance
+from .context import lock_instance
+from .definitions import load_version
+from .model import AdvanceReport, InstanceState, StartResult, StepState
+
+GATE_OWNER = "workflow_instance"
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    namespace: str
+    definition: str
+    start_key: str
+    input: Any
+    version: int | None = None
+    started_by: str | None = None
+
+    def digest(self) -> str:
+        meaning = {"definition": self.definition, "version": self.version, "input": self.input}
+        text = json.dumps(meaning, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def find_started(conn: sa.Connection, request: StartRequest) -> StartResult | None:
+    """The instance the start key already names (a replay), or None; raises on a reused key."""
+    row = conn.execute(
+        sa.select(
+            workflow_instances.c.id, workflow_instances.c.state, workflow_instances.c.start_digest
+        ).where(
+            workflow_instances.c.namespace == request.namespace,
+            workflow_instances.c.start_key == request.start_key,
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    if row.start_digest != request.digest():
+        raise IdempotencyConflict(
+            f"start key {request.start_key!r} already started workflow {row.id} with a "
+            "different request; use a new start key for a new workflow"
+        )
+    return StartResult(row.id, InstanceState(row.state), replayed=True)
+
+
+def start_workflow(conn: sa.Connection, request: StartRequest) -> tuple[StartResult, AdvanceReport]:
+    """Start (or find) the instance; raises NotFound, Conflict (retired), InvalidRequest
+    (input), QuotaExceeded (a first step's task; nothing written)."""
+    existing = find_started(conn, request)
+    if existing is not None:
+        return existing, AdvanceReport(namespace=request.namespace)
+    definition_id, version_id, version = _bind_version(conn, request)
+    definition = load_version(conn, version_id)
+    _check_input(definition.spec.input_schema, request.input)
+    now = db_now(conn)
+    instance_id = new_id()
+    gate_id = create_gate(
+        conn, namespace=request.namespace, owner_kind=GATE_OWNER, owner_id=instance_id, now=now
+    )
+    conn.execute(
+        workflow_instances.insert().values(
+            id=instance_id,
+            namespace=request.namespace,
+            definition_id=definition_id,
+            definition_version_id=version_id,
+            definition_name=request.definition,
+            version=version,
+            start_key=request.start_key,
+            start_digest=request.digest(),
+            state=InstanceState.RUNNING.value,
+            state_version=1,
+            paused=False,
+            control_version=1,
+            gate_id=gate_id,
+            input=request.input,
+            event_seq=0,
+            started_by=request.started_by,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    conn.execute(
+        workflow_steps.insert(),
+        [
+            {
+                "id": new_id(),
+                "instance_id": instance_id,
+                "namespace": request.namespace,
+                "name": step.name,
+                "kind": step.kind,
+                "state": StepState.PENDING.value,
+                "activation_count": 0,
+                "updated_at": now,
+            }
+            for step in definition.spec.steps
+        ],
+    )
+    ctx = lock_instance(conn, request.namespace, instance_id, actor=request.started_by)
+    ctx.event(
+        "instance.started",
+        details={"definition": request.definition, "version": version},
+    )
+    advance(ctx)
+    ctx.flush()
+    return StartResult(instance_id, ctx.instance.state, replayed=False), ctx.report
+
+
+def _bind_version(conn: sa.Connection, request: StartRequest) -> tuple[str, str, int]:
+    definition = conn.execute(
+        sa.select(workflow_definitions).where(
+            workflow_definitions.c.namespace == request.namespace,
+            workflow_definitions.c.name == request.definition,
+        )
+    ).one_or_none()
+    if definition is None:
+        raise NotFound(
+            f"workflow definition {request.definition!r} is not published in namespace "
+            f"{request.namespace!r}: publish it (WorkflowDefinition resource, `orbit apply`, "
+            "or POST …/workflow-definitions) first"
+        )
+    if definition.retired_at is not None:
+        raise Conflict(
+            f"workflow definition {request.definition!r} was withdrawn (its resource was "
+            "deleted): it starts no new workflows; running ones continue"
+        )
+    version = request.version or definition.latest_version
+    version_id = conn.execute(
+        sa.select(workflow_definition_versions.c.id).where(
+            workflow_definition_versions.c.definition_id == definition.id,
+            workflow_definition_versions.c.version == version,
+        )
+    ).scalar_one_or_none()
+    if version_id is None:
+        raise NotFound(
+            f"workflow definition {request.definition!r} has no version {version} "
+            f"(latest is {definition.latest_version})"
+        )
+    return definition.id, version_id, version
+
+
+def _check_input(schema: dict[str, Any] | None, value: Any) -> None:
+    if schema is None:
+        return
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(value)
+    )
+    if error is not None:
+        where = "input" + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
+        )
+        raise InvalidRequest(f"{where}: {error.message} (the definition's inputSchema)")

@@ -1,0 +1,108 @@
+"""The workflow API through the real server: idempotent starts and signals under concurrency,
+roles and namespace scoping, pause and resume, history, metrics."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from orbit_sdk import Client, Forbidden, NotFound
+
+from .conftest import Server, Tenant, make_tenant
+
+pytestmark = pytest.mark.slow
+
+SPEC = {
+    "steps": [
+        {"name": "first", "task": {"handler": "e2e.echo", "params": {"n": "${input.n}"}}},
+        {"name": "approval", "dependsOn": ["first"], "wait": {"signal": "go"}},
+    ]
+}
+
+
+@pytest.fixture
+def admin(server: Server, mariadb_engine: sa.Engine) -> Tenant:
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    with Client(server.url, token=tenant.token) as client:
+        client.publish_workflow(tenant.namespace, "flow", SPEC)
+    return tenant
+
+
+def url(tenant: Tenant, path: str) -> str:
+    return f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/{path}"
+
+
+def test_fifty_concurrent_identical_starts_create_one_workflow_inv6(admin: Tenant) -> None:
+    body = {"definition": "flow", "start_key": "order-7", "input": {"n": 7}}
+
+    def start(_: int) -> tuple[int, str]:
+        r = httpx.post(url(admin, "workflows"), json=body, headers=admin.headers, timeout=30)
+        return r.status_code, r.json()["id"]
+
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(start, range(50)))
+    assert len({wid for _, wid in results}) == 1
+    assert [code for code, _ in results].count(201) == 1
+    page = httpx.get(url(admin, "workflows"), headers=admin.headers).json()
+    assert len(page["items"]) == 1
+
+
+def test_concurrent_identical_signals_are_one_signal(admin: Tenant) -> None:
+    with Client(admin.server.url, token=admin.token) as client:
+        wf = client.start_workflow(admin.namespace, "flow", input={"n": 1})
+
+        def send(_: int) -> Any:
+            return client.signal_workflow(admin.namespace, wf.id, "go", signal_id="s-1")
+
+        with ThreadPoolExecutor(20) as pool:
+            results = list(pool.map(send, range(20)))
+        assert [r.replayed for r in results].count(False) == 1
+        assert [
+            s.signal_id for s in client.get_workflow(admin.namespace, wf.id).pending_signals
+        ] == ["s-1"]
+
+
+def test_roles_and_namespaces_are_enforced(admin: Tenant, tenant: Tenant) -> None:
+    with Client(tenant.server.url, token=tenant.token) as submitter:
+        with pytest.raises(Forbidden, match="admin role"):
+            submitter.publish_workflow(tenant.namespace, "flow", SPEC)
+        with pytest.raises(Forbidden, match="this token belongs to namespace"):
+            submitter.start_workflow(admin.namespace, "flow", input={"n": 1})
+    with Client(admin.server.url, token=admin.token) as client:
+        wf = client.start_workflow(admin.namespace, "flow", input={"n": 1})
+        with pytest.raises(NotFound):
+            client.get_workflow(admin.namespace, "0190d5a8-0000-7000-8000-000000000000")
+    r = httpx.get(url(admin, f"workflows/{wf.id}"), headers=tenant.headers)
+    assert r.status_code == 403
+
+
+def test_pause_resume_cancel_history_and_metrics(admin: Tenant) -> None:
+    with Client(admin.server.url, token=admin.token) as client:
+        wf = client.start_workflow(admin.namespace, "flow", input={"n": 5})
+        paused = client.pause_workflow(admin.namespace, wf.id, reason="incident 12")
+        assert (paused.paused, paused.control_version) == (True, 2)
+        resumed = client.resume_workflow(admin.namespace, wf.id)
+        assert (resumed.paused, resumed.control_version) == (False, 3)
+        cancelled = client.cancel_workflow(admin.namespace, wf.id, reason="customer left")
+        assert cancelled.state == "CANCELLED"
+        kinds = [e.kind for e in client.workflow_history(admin.namespace, wf.id)]
+        assert kinds[0] == "instance.started" and kinds[-1] == "instance.cancelled"
+        assert {"instance.paused", "instance.resumed", "task.created"} <= set(kinds)
+        paused_event = next(
+            e
+            for e in client.workflow_history(admin.namespace, wf.id)
+            if e.kind == "instance.paused"
+        )
+        assert paused_event.actor == "e2e" and paused_event.details["reason"] == "incident 12"
+    metrics = httpx.get(f"{admin.server.url}/metrics").text
+    assert (
+        f'orbit_workflows_finished_total{{namespace="{admin.namespace}",state="CANCELLED"}} 1.0'
+        in metrics
+    )
+    assert f'orbit_workflow_step_advances_total{{namespace="{admin.namespace}"}}' in metrics
+    for name in ("orbit_workflow_inbox_backlog", "orbit_workflow_instances"):
+        assert f"# TYPE {name} gauge" in metrics
