@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import make_url
 
 from .errors import CommitOutcomeUnknown, TransientStoreError
@@ -61,6 +62,19 @@ def retry_sleep(attempt: int) -> float:
     """Full jitter (a uniform draw up to an exponential ceiling): transactions that deadlocked
     together do not retry in lockstep and collide again."""
     return _JITTER.uniform(0, min(0.005 * 2**attempt, RETRY_SLEEP_CAP))
+
+
+def insert_or_lock(conn: sa.Connection, table: sa.Table, values: dict[str, Any]) -> None:
+    """Insert the row, or lock the existing row with the same key exclusively. On MySQL a no-op
+    ``ON DUPLICATE KEY UPDATE`` takes the exclusive lock at once: two transactions creating the
+    same row never both hold a shared lock and then deadlock upgrading it (as INSERT IGNORE
+    followed by SELECT … FOR UPDATE would). SQLite serialises writers anyway."""
+    if is_sqlite(conn):
+        conn.execute(sqlite.insert(table).values(values).on_conflict_do_nothing())
+        return
+    upsert = mysql.insert(table).values(values)
+    first_key = table.primary_key.columns.values()[0].name
+    conn.execute(upsert.on_duplicate_key_update({first_key: upsert.inserted[first_key]}))
 
 
 def force_index(statement: Any, table: sa.Table, index: str) -> Any:

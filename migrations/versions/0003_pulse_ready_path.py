@@ -105,9 +105,6 @@ def upgrade() -> None:
     with op.batch_alter_table("quotas") as batch:
         batch.add_column(sa.Column("waiting", sa.Integer(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("running", sa.Integer(), nullable=False, server_default="0"))
-        batch.create_check_constraint(
-            "ck_quotas_counters_not_negative", "waiting >= 0 AND running >= 0"
-        )
     _upgrade_sessions()
     _upgrade_tasks()
     _upgrade_semaphores()
@@ -395,7 +392,6 @@ def downgrade() -> None:
         batch.drop_column("live_worker_name")
         batch.drop_column("handlers")
     with op.batch_alter_table("quotas") as batch:
-        batch.drop_constraint("ck_quotas_counters_not_negative", type_="check")
         batch.drop_column("running")
         batch.drop_column("waiting")
     with op.batch_alter_table("execution_gates") as batch:

@@ -46,12 +46,7 @@ def cancel_task(
     else:
         if state is TaskState.LEASED:
             finish_attempt(
-                conn,
-                task.current_attempt_id,
-                AttemptOutcome.CANCELLED,
-                now=now,
-                reason=why,
-                holds_permit=task.concurrency_key is not None,
+                conn, task.current_attempt_id, AttemptOutcome.CANCELLED, now=now, reason=why
             )
         transition(
             conn,

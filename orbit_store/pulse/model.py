@@ -108,7 +108,9 @@ class RetryPolicy:
         reaches_ceiling = math.ceil(math.log(ceiling / initial, self.backoff_multiplier))
         return min(initial * self.backoff_multiplier ** min(exponent, reaches_ceiling), ceiling)
 
-    def jittered_backoff_after(self, attempts_used: int, rng: random.Random | None = None) -> dt.timedelta:
+    def jittered_backoff_after(
+        self, attempts_used: int, rng: random.Random | None = None
+    ) -> dt.timedelta:
         """:meth:`backoff_after` with equal jitter: a uniform random delay between half and all
         of it, so tasks that failed together (an outage) do not all come back together."""
         full = self.backoff_after(attempts_used)
@@ -162,6 +164,7 @@ class SubmitResult:
     task_id: str
     state: TaskState
     replayed: bool
+    wait_path: WaitPath | None = None  # where a new task starts (None for a replay)
 
 
 class StartRefusal(enum.StrEnum):

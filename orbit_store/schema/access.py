@@ -113,7 +113,6 @@ quotas = sa.Table(
     sa.UniqueConstraint("namespace", "name"),
     sa.Index("ix_quotas_scope", "namespace", "queue"),
     state_check("source", RESOURCE_SOURCES, "source"),
-    sa.CheckConstraint("waiting >= 0 AND running >= 0", name="counters_not_negative"),
 )
 
 execution_gates = sa.Table(

@@ -12,10 +12,9 @@ import sqlalchemy as sa
 
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import QuotaExceeded
-from orbit_store.ids import new_id
 from orbit_store.schedules.declare import ScheduleSpec, put_schedule
 from orbit_store.schedules.fire import fire_occurrence
-from orbit_store.schema import quotas, schedule_occurrences, schedules, tasks
+from orbit_store.schema import schedule_occurrences, schedules, tasks
 
 from .pulse_driver import PulseDriver
 
@@ -85,21 +84,7 @@ def test_the_same_instant_never_fires_twice_inv5_inv6(pulse: PulseDriver) -> Non
 
 def test_a_refused_task_leaves_no_occurrence_and_no_progress_inv5(pulse: PulseDriver) -> None:
     schedule_id = declare(pulse)
-    pulse.tx(
-        lambda c: c.execute(
-            quotas.insert().values(
-                id=new_id(),
-                namespace=pulse.namespace,
-                name="none",
-                queue="*",
-                max_waiting=0,
-                source="api",
-                spec_generation=1,
-                created_at=T0,
-                updated_at=T0,
-            )
-        )
-    )
+    pulse.quota("none", max_waiting=0)
     with pytest.raises(QuotaExceeded):
         fire(pulse, schedule_id)
     assert count(pulse, tasks) == 0 and count(pulse, schedule_occurrences) == 0
