@@ -92,14 +92,14 @@ def upgrade() -> None:
             sa.Column("has_quotas", sa.Boolean(), nullable=False, server_default=sa.false())
         )
     with op.batch_alter_table("credentials") as batch:
-        batch.drop_constraint("uq_credentials_token_hash", type_="unique")
+        batch.drop_constraint(op.f("uq_credentials_token_hash"), type_="unique")
         batch.create_unique_constraint(
-            "uq_credentials_token_hash_namespace", ["token_hash", "namespace"]
+            op.f("uq_credentials_token_hash_namespace"), ["token_hash", "namespace"]
         )
     with op.batch_alter_table("execution_gates") as batch:
-        batch.drop_constraint("uq_execution_gates_owner_kind_owner_id", type_="unique")
+        batch.drop_constraint(op.f("uq_execution_gates_owner_kind_owner_id"), type_="unique")
         batch.create_unique_constraint(
-            "uq_execution_gates_namespace_owner_kind_owner_id",
+            op.f("uq_execution_gates_namespace_owner_kind_owner_id"),
             ["namespace", "owner_kind", "owner_id"],
         )
     with op.batch_alter_table("quotas") as batch:
@@ -137,10 +137,10 @@ def _upgrade_sessions() -> None:
         )
     with op.batch_alter_table("worker_sessions") as batch:
         batch.create_unique_constraint(
-            "uq_worker_sessions_namespace_live_worker_name", ["namespace", "live_worker_name"]
+            op.f("uq_worker_sessions_namespace_live_worker_name"), ["namespace", "live_worker_name"]
         )
         batch.create_check_constraint(
-            "ck_worker_sessions_live_name_iff_live",
+            op.f("ck_worker_sessions_live_name_iff_live"),
             "(state IN ('ACTIVE', 'DRAINING')) = (live_worker_name IS NOT NULL)",
         )
 
@@ -168,11 +168,11 @@ def _upgrade_tasks() -> None:
     )
     with op.batch_alter_table("tasks") as batch:
         batch.create_check_constraint(
-            "ck_tasks_wait_path",
+            op.f("ck_tasks_wait_path"),
             "wait_path IN ('READY', 'SCHEDULED', 'BLOCKED_GATE', 'BLOCKED_KEY')",
         )
         batch.create_check_constraint(
-            "ck_tasks_waiting_iff_on_a_path", "(state = 'WAITING') = (wait_path IS NOT NULL)"
+            op.f("ck_tasks_waiting_iff_on_a_path"), "(state = 'WAITING') = (wait_path IS NOT NULL)"
         )
         batch.create_index(
             "ix_tasks_ready", ["namespace", "queue", "wait_path", "priority", "available_at"]
@@ -198,7 +198,7 @@ def _upgrade_semaphores() -> None:
         batch.add_column(sa.Column("held", sa.Integer(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("limit_changed_at", UTC_DATETIME, nullable=True))
         batch.create_check_constraint(
-            "ck_concurrency_keys_semaphore_in_range", "permit_limit >= 1 AND held >= 0"
+            op.f("ck_concurrency_keys_semaphore_in_range"), "permit_limit >= 1 AND held >= 0"
         )
     bind = op.get_bind()
     # Permits move from attempts to tasks: the live attempts' tasks keep theirs.
@@ -363,7 +363,7 @@ def downgrade() -> None:
             )
         )
     with op.batch_alter_table("concurrency_keys") as batch:
-        batch.drop_constraint("ck_concurrency_keys_semaphore_in_range", type_="check")
+        batch.drop_constraint(op.f("ck_concurrency_keys_semaphore_in_range"), type_="check")
         batch.drop_column("limit_changed_at")
         batch.drop_column("held")
         batch.drop_column("permit_limit")
@@ -379,28 +379,28 @@ def downgrade() -> None:
             "ix_tasks_ready",
         ):
             batch.drop_index(index)
-        batch.drop_constraint("ck_tasks_waiting_iff_on_a_path", type_="check")
-        batch.drop_constraint("ck_tasks_wait_path", type_="check")
+        batch.drop_constraint(op.f("ck_tasks_waiting_iff_on_a_path"), type_="check")
+        batch.drop_constraint(op.f("ck_tasks_wait_path"), type_="check")
         batch.drop_column("quota_counted")
         batch.drop_column("wait_path")
         batch.create_index(
             "ix_tasks_claim", ["namespace", "queue", "state", "priority", "available_at"]
         )
     with op.batch_alter_table("worker_sessions") as batch:
-        batch.drop_constraint("ck_worker_sessions_live_name_iff_live", type_="check")
-        batch.drop_constraint("uq_worker_sessions_namespace_live_worker_name", type_="unique")
+        batch.drop_constraint(op.f("ck_worker_sessions_live_name_iff_live"), type_="check")
+        batch.drop_constraint(op.f("uq_worker_sessions_namespace_live_worker_name"), type_="unique")
         batch.drop_column("live_worker_name")
         batch.drop_column("handlers")
     with op.batch_alter_table("quotas") as batch:
         batch.drop_column("running")
         batch.drop_column("waiting")
     with op.batch_alter_table("execution_gates") as batch:
-        batch.drop_constraint("uq_execution_gates_namespace_owner_kind_owner_id", type_="unique")
+        batch.drop_constraint(op.f("uq_execution_gates_namespace_owner_kind_owner_id"), type_="unique")
         batch.create_unique_constraint(
-            "uq_execution_gates_owner_kind_owner_id", ["owner_kind", "owner_id"]
+            op.f("uq_execution_gates_owner_kind_owner_id"), ["owner_kind", "owner_id"]
         )
     with op.batch_alter_table("credentials") as batch:
-        batch.drop_constraint("uq_credentials_token_hash_namespace", type_="unique")
-        batch.create_unique_constraint("uq_credentials_token_hash", ["token_hash"])
+        batch.drop_constraint(op.f("uq_credentials_token_hash_namespace"), type_="unique")
+        batch.create_unique_constraint(op.f("uq_credentials_token_hash"), ["token_hash"])
     with op.batch_alter_table("namespaces") as batch:
         batch.drop_column("has_quotas")
