@@ -12,10 +12,12 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from orbit_store.clock import db_now
+from orbit_store.db import TRANSACTION_RETRIES
+from orbit_store.pulse.routing import unrunnable_counts
 from orbit_store.schema import tasks
 
 log = logging.getLogger("orbit.metrics")
@@ -56,7 +58,22 @@ class Metrics:
             ["loop"],
             registry=self.registry,
         )
+        self.engine_item_errors = Counter(
+            "orbit_engine_item_errors_total",
+            "Items (a lease, a task, a session) an engine pass failed on and skipped; each is "
+            "logged naming it. The pass and the loop go on.",
+            ["loop"],
+            registry=self.registry,
+        )
+        self.handed_back = Counter(
+            "orbit_leases_handed_back_total",
+            "Grants returned at once because the lease request's client had disconnected "
+            "(the attempt is not spent).",
+            ["namespace"],
+            registry=self.registry,
+        )
         self.registry.register(QueueDepthCollector(engine))
+        self.registry.register(TransactionRetriesCollector())
 
 
 class QueueDepthCollector(Collector):
@@ -74,6 +91,12 @@ class QueueDepthCollector(Collector):
             "Age of the oldest due WAITING task.",
             labels=["namespace", "queue"],
         )
+        unrunnable = GaugeMetricFamily(
+            "orbit_tasks_unrunnable",
+            "WAITING tasks that no live worker session can run (their queue is not served or "
+            "nobody runs their handler): they will not start until such a worker comes.",
+            labels=["namespace", "queue"],
+        )
         try:
             with self.engine.connect() as conn:
                 now = db_now(conn)
@@ -88,6 +111,8 @@ class QueueDepthCollector(Collector):
                     .where(tasks.c.state.in_(DEPTH_STATES))
                     .group_by(tasks.c.namespace, tasks.c.queue, tasks.c.state)
                 ).all()
+                for namespace, queue, count in unrunnable_counts(conn):
+                    unrunnable.add_metric([namespace, queue], count)
         except sa.exc.SQLAlchemyError:
             log.warning("queue depth unavailable: database error", exc_info=True)
             return
@@ -98,6 +123,22 @@ class QueueDepthCollector(Collector):
                 oldest.add_metric([namespace, queue], age)
         yield depth
         yield oldest
+        yield unrunnable
+
+
+class TransactionRetriesCollector(Collector):
+    """Whole-transaction retries of this process (orbit_store.db.TRANSACTION_RETRIES)."""
+
+    def collect(self) -> Iterator[Metric]:
+        retries = CounterMetricFamily(
+            "orbit_db_transaction_retries",
+            "Store transactions run again after a deadlock, lock-wait timeout, busy database "
+            "or a connection lost before COMMIT; deadlocks should stay at zero.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(TRANSACTION_RETRIES.snapshot().items()):
+            retries.add_metric([reason], count)
+        yield retries
 
 
 def _naive(value: dt.datetime | str) -> dt.datetime:

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from orbit import __version__
 from orbit.engines.loop import EngineLoop
+from orbit.engines.promoter import promoter_pass
 from orbit.engines.reaper import reaper_pass
 from orbit.metrics import Metrics
 
@@ -37,6 +38,12 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         EngineLoop(
             "reaper",
             lambda: reaper_pass(ctx.engine, ctx.metrics),
+            ctx.settings.reaper_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "promoter",
+            lambda: promoter_pass(ctx.engine, ctx.metrics),
             ctx.settings.reaper_interval,
             on_error,
         ),

@@ -14,6 +14,7 @@ from orbit_store.pulse.model import QueuePolicy, RetryPolicy, Safety
 from orbit_store.pulse.queues import (
     begin_queue_deletion,
     delete_queue,
+    lock_queue,
     put_queue,
     queue_counts,
     undeclared_queues,
@@ -87,7 +88,12 @@ def reconcile(conn: sa.Connection, resource: Resource) -> Outcome:
 
 
 def delete(conn: sa.Connection, resource: Resource) -> Deletion:
+    """One transaction. It locks the queue row first: submissions hold it shared, so the count
+    below sees every task accepted before, and any submission after finds the queue draining
+    or gone — a 201 never names a task stranded in a deleted queue."""
     policy = resource.spec["deletionPolicy"]
+    if not lock_queue(conn, resource.namespace, resource.name):
+        return Deletion(done=True, message="queue removed")
     if policy != "Block":
         begin_queue_deletion(conn, resource.namespace, resource.name)
     if policy == "Cancel":

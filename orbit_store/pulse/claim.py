@@ -90,15 +90,20 @@ def claim_tasks(
 
 
 def require_active_session(
-    conn: sa.Connection, namespace: str, session_id: str, queues_: list[str] | None
+    conn: sa.Connection,
+    namespace: str,
+    session_id: str,
+    queues_: list[str] | None = None,
+    *,
+    lock: bool = True,
 ) -> Claimant:
-    """The session's queues (unless given) and handlers. Shared lock: a concurrent revoke waits
-    until this claim commits, then lapses its leases."""
-    row = conn.execute(
-        sa.select(worker_sessions.c.state, worker_sessions.c.queues, worker_sessions.c.handlers)
-        .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
-        .with_for_update(read=True)
-    ).one_or_none()
+    """The session's queues (unless given) and handlers. Shared lock (a claim): a concurrent
+    revoke waits until this claim commits, then lapses its leases. ``lock=False``: a plain read
+    (the long-poll's probe)."""
+    query = sa.select(
+        worker_sessions.c.state, worker_sessions.c.queues, worker_sessions.c.handlers
+    ).where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
+    row = conn.execute(query.with_for_update(read=True) if lock else query).one_or_none()
     if row is None:
         raise NotFound(f"worker session {session_id} not found in namespace {namespace!r}")
     if row.state != "ACTIVE":

@@ -49,8 +49,11 @@ def complete_attempt(
     result: Any = None,
     error: Any = None,
     retryable: bool = False,
+    release_reason: str = "released by worker",
 ) -> CompletionResult:
-    """Apply a worker's report for ``attempt_id``; see the module docstring for the rules."""
+    """Apply a worker's report for ``attempt_id``; see the module docstring for the rules.
+    ``release_reason``: what a RELEASED outcome records (e.g. a grant handed back because its
+    client had gone)."""
     found = find_attempt(conn, namespace, attempt_id)
     if found is None:
         return CompletionResult(CompletionStatus.NOT_FOUND, None, "no such attempt here")
@@ -76,7 +79,7 @@ def complete_attempt(
     if outcome is Outcome.RELEASED:
         if state is not TaskState.LEASED:
             raise InvalidRequest("only an attempt that has not started can be released")
-        hand_back(conn, task, attempt_id, now=now, reason="released by worker", gate_open=gate_open)
+        hand_back(conn, task, attempt_id, now=now, reason=release_reason, gate_open=gate_open)
         return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING, queue=task.queue)
     if state is not TaskState.RUNNING:
         raise InvalidRequest("start the attempt before reporting its outcome (or release it)")
