@@ -56,7 +56,8 @@ class Worker:
     defaults to what the server asks for in the session. ``drain_timeout`` is how long a stop
     waits for running handlers before closing the session anyway; keep it below the pod's
     termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
-    pod, so the operator can revoke it when the pod goes away.
+    pod, so the operator can revoke it when the pod goes away. The session declares the
+    handlers registered before ``run()``: the server grants this worker only their tasks.
     """
 
     def __init__(
@@ -295,7 +296,12 @@ class Worker:
         backoff = Backoff(maximum=5.0)  # short: a signal is only noticed between tries
         while not self._stopping.is_set() and not self._signals:
             call = _calls.create_session(
-                self.namespace, self.name, self.queues, self.session_ttl_seconds, self.pod_uid
+                self.namespace,
+                self.name,
+                self.queues,
+                self.session_ttl_seconds,
+                self.pod_uid,
+                handlers=sorted(self._handlers),  # granted only tasks it can run
             )
             try:
                 self._session = Session.model_validate(self.send(call).json())
