@@ -45,7 +45,7 @@ from orbit_store.pulse.sessions import (
     revoke_session,
 )
 from orbit_store.pulse.start import start_attempt
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import audit_log, result_events, task_attempts, task_events, tasks
 
 T = TypeVar("T")
@@ -120,6 +120,18 @@ class PulseDriver:
         kw.setdefault("params", {})
         request = SubmitRequest(namespace=self.namespace, queue=queue, handler=handler, **kw)
         return service.submit(self.engine, request)
+
+    def submit_many(
+        self, count: int, handler: str = "test.noop", queue: str = "default", **kw: Any
+    ) -> list[str]:
+        """``count`` identical submissions, 200 per transaction (backlogs for tests)."""
+        kw.setdefault("params", {})
+        request = SubmitRequest(namespace=self.namespace, queue=queue, handler=handler, **kw)
+        ids: list[str] = []
+        for start in range(0, count, 200):
+            batch = min(200, count - start)
+            ids += self.tx(lambda c, n=batch: [submit_task(c, request).task_id for _ in range(n)])
+        return ids
 
     def claim(
         self, limit: int = 10, queues: list[str] | None = None, session_id: str | None = None
@@ -219,6 +231,9 @@ class PulseDriver:
 
     def reap(self) -> service.ReapReport:
         return service.reap(self.engine, namespace=self.namespace)
+
+    def promote(self) -> service.PromoteReport:
+        return service.promote(self.engine, namespace=self.namespace)
 
     # --- reading ----------------------------------------------------------------------------
     def task(self, task_id: str) -> sa.Row[Any]:
