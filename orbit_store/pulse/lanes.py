@@ -48,6 +48,8 @@ def lock_ready(
     priority then due order, locked (SKIP LOCKED)."""
     if handlers is None:
         return _lock_lane(conn, namespace, queue, None, limit)
+    if not handlers:
+        return []
     if len(handlers) == 1:
         return _lock_lane(conn, namespace, queue, handlers[0], limit)
     shares = Counter(_peek(conn, namespace, queue, handlers, limit))
