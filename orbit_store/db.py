@@ -77,6 +77,14 @@ def insert_or_lock(conn: sa.Connection, table: sa.Table, values: dict[str, Any])
     conn.execute(upsert.on_duplicate_key_update({first_key: upsert.inserted[first_key]}))
 
 
+def by_primary_key(statement: Any, table: sa.Table) -> Any:
+    """A locking statement that names its rows by primary key (``id IN (…)`` plus other
+    conditions) must lock through the primary key only: left to itself the optimizer may
+    prefer a secondary index on one of the other conditions and lock other rows' entries on
+    the way, out of the lock order."""
+    return force_index(statement, table, "PRIMARY")
+
+
 def force_index(statement: Any, table: sa.Table, index: str) -> Any:
     """Pin MySQL/MariaDB to ``index`` for a locking statement: the rows it locks, and the order
     it locks them in, must not depend on the optimizer's view of a small table (lock order)."""

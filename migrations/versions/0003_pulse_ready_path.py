@@ -65,7 +65,9 @@ quotas = sa.table(
     sa.column("waiting", sa.Integer),
     sa.column("running", sa.Integer),
 )
-namespaces = sa.table("namespaces", sa.column("name", sa.String), sa.column("has_quotas", sa.Boolean))
+namespaces = sa.table(
+    "namespaces", sa.column("name", sa.String), sa.column("has_quotas", sa.Boolean)
+)
 sessions = sa.table(
     "worker_sessions",
     sa.column("id", sa.String),
@@ -109,6 +111,9 @@ def upgrade() -> None:
     _upgrade_tasks()
     _upgrade_semaphores()
     _count_quotas()
+    # The session foreign key gets an index of its own (no state in it; see the metadata).
+    op.create_index("ix_task_attempts_by_session", "task_attempts", ["worker_session_id"])
+    op.drop_index("ix_task_attempts_session", "task_attempts")
 
 
 def _upgrade_sessions() -> None:
@@ -133,7 +138,9 @@ def _upgrade_sessions() -> None:
             continue
         seen.add(name)
         bind.execute(
-            sessions.update().where(sessions.c.id == row.id).values(live_worker_name=row.worker_name)
+            sessions.update()
+            .where(sessions.c.id == row.id)
+            .values(live_worker_name=row.worker_name)
         )
     with op.batch_alter_table("worker_sessions") as batch:
         batch.create_unique_constraint(
@@ -186,7 +193,7 @@ def _upgrade_tasks() -> None:
             "ix_tasks_key_waiting",
             ["namespace", "wait_path", "concurrency_key", "priority", "available_at"],
         )
-        batch.create_index("ix_tasks_gate", ["gate_id", "wait_path"])
+        batch.create_index("ix_tasks_gate", ["wait_path", "gate_id"])
         batch.create_index("ix_tasks_queue_state", ["namespace", "queue", "state"])
 
 
@@ -232,7 +239,9 @@ def _upgrade_semaphores() -> None:
         bind.execute(permits.insert(), [dict(row) for row in held])
     # Each key's limit: the largest any unfinished task of it declared.
     declared = bind.execute(
-        sa.select(tasks.c.namespace, tasks.c.concurrency_key, sa.func.max(tasks.c.concurrency_limit))
+        sa.select(
+            tasks.c.namespace, tasks.c.concurrency_key, sa.func.max(tasks.c.concurrency_limit)
+        )
         .where(tasks.c.concurrency_key.is_not(None), tasks.c.state.in_(UNFINISHED))
         .group_by(tasks.c.namespace, tasks.c.concurrency_key)
     ).all()
@@ -307,9 +316,13 @@ def _count_quotas() -> None:
 
 def downgrade() -> None:
     bind = op.get_bind()
+    op.create_index("ix_task_attempts_session", "task_attempts", ["worker_session_id", "state"])
+    op.drop_index("ix_task_attempts_by_session", "task_attempts")
     live = (
         bind.execute(
-            sa.select(tasks.c.id, tasks.c.namespace, tasks.c.concurrency_key, tasks.c.current_attempt_id)
+            sa.select(
+                tasks.c.id, tasks.c.namespace, tasks.c.concurrency_key, tasks.c.current_attempt_id
+            )
             .where(tasks.c.state.in_(["LEASED", "RUNNING"]), tasks.c.concurrency_key.is_not(None))
             .order_by(tasks.c.namespace, tasks.c.concurrency_key, tasks.c.id)
         )
@@ -367,8 +380,6 @@ def downgrade() -> None:
         batch.drop_column("limit_changed_at")
         batch.drop_column("held")
         batch.drop_column("permit_limit")
-    if bind.dialect.name != "sqlite":  # the gate_id foreign key needs an index of its own again
-        op.create_index("fk_tasks_gate_id", "tasks", ["gate_id"])
     with op.batch_alter_table("tasks") as batch:
         for index in (
             "ix_tasks_queue_state",
@@ -395,7 +406,9 @@ def downgrade() -> None:
         batch.drop_column("running")
         batch.drop_column("waiting")
     with op.batch_alter_table("execution_gates") as batch:
-        batch.drop_constraint(op.f("uq_execution_gates_namespace_owner_kind_owner_id"), type_="unique")
+        batch.drop_constraint(
+            op.f("uq_execution_gates_namespace_owner_kind_owner_id"), type_="unique"
+        )
         batch.create_unique_constraint(
             op.f("uq_execution_gates_owner_kind_owner_id"), ["owner_kind", "owner_id"]
         )

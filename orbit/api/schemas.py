@@ -88,11 +88,13 @@ class Task(Out):
     result: Any
     error: Any
     replayed: bool = Field(False, description="True when an idempotent submit found this task.")
-    waiting_reason: Literal["ready", "scheduled", "gate_closed", "concurrency_limit"] | None = Field(
-        None,
-        description="Why a WAITING task waits: ready (to be leased), scheduled (until "
-        "available_at), gate_closed (its workflow is paused), concurrency_limit (its "
-        "concurrency key has no free permit). Null for other states.",
+    waiting_reason: Literal["ready", "scheduled", "gate_closed", "concurrency_limit"] | None = (
+        Field(
+            None,
+            description="Why a WAITING task waits: ready (to be leased), scheduled (until "
+            "available_at), gate_closed (its workflow is paused), concurrency_limit (its "
+            "concurrency key has no free permit). Null for other states.",
+        )
     )
     runnable_by_live_worker: bool | None = Field(
         None,

@@ -38,7 +38,9 @@ class Wakeups:
     ) -> asyncio.Future[None]:
         """Register before looking for work, so a submission in between is not missed."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiter = Waiter(frozenset(queues), None if handlers is None else frozenset(handlers), future)
+        waiter = Waiter(
+            frozenset(queues), None if handlers is None else frozenset(handlers), future
+        )
         self._waiters[namespace][waiter] = None
         future.add_done_callback(lambda _f: self._waiters[namespace].pop(waiter, None))
         return future

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.cancel import cancel_tasks
 from orbit_store.pulse.model import QueuePolicy, RetryPolicy, Safety
 from orbit_store.pulse.queues import (
     begin_queue_deletion,
@@ -132,11 +132,10 @@ def _cancel_some(conn: sa.Connection, resource: Resource) -> None:
         .scalars()
         .all()
     )
-    for task_id in ids:
-        cancel_task(
-            conn,
-            namespace=resource.namespace,
-            task_id=task_id,
-            actor=OPERATOR_ACTOR,
-            reason=f"queue {resource.name} deleted with deletionPolicy Cancel",
-        )
+    cancel_tasks(
+        conn,
+        namespace=resource.namespace,
+        task_ids=list(ids),
+        actor=OPERATOR_ACTOR,
+        reason=f"queue {resource.name} deleted with deletionPolicy Cancel",
+    )

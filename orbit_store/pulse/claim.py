@@ -29,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
+from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id, new_secret
 from orbit_store.schema import queues, task_attempts, task_events, tasks, worker_sessions
@@ -237,7 +238,7 @@ def _grant(
     # One UPDATE for the whole batch; rows are locked by us, so every one must match. A READY
     # task keeps its concurrency permit through LEASED and RUNNING.
     ids = list(attempt_of)
-    updated = conn.execute(
+    lease = (
         tasks.update()
         .where(tasks.c.id.in_(ids), tasks.c.state == TaskState.WAITING.value)
         .values(
@@ -249,6 +250,7 @@ def _grant(
             updated_at=now,
         )
     )
+    updated = conn.execute(by_primary_key(lease, tasks))
     if updated.rowcount != len(ids):
         raise RuntimeError(f"claim updated {updated.rowcount} of {len(ids)} locked tasks")
     counted = Counter(t.queue for t in granted if t.quota_counted)

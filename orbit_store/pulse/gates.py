@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.db import force_index
+from orbit_store.db import by_primary_key, force_index
 from orbit_store.errors import NotFound, StaleControlVersion
 from orbit_store.ids import new_id
 from orbit_store.schema import execution_gates, tasks
@@ -139,6 +139,18 @@ def gates_open(conn: sa.Connection, gate_ids: set[str]) -> dict[str, bool]:
 
 
 def _gate_tasks(conn: sa.Connection, gate_id: str, paths: list[WaitPath]) -> list[sa.Row]:  # type: ignore[type-arg]
+    """The gate's tasks on ``paths``, locked. Found by a plain read, then locked by primary key
+    and checked again (a waiting lock through ix_tasks_gate would deadlock with a transition
+    that holds the task and moves it between paths). No task can join these paths meanwhile:
+    that takes the gate's shared lock, and we hold it exclusively."""
+    wanted = [p.value for p in paths]
+    found = conn.execute(
+        force_index(
+            sa.select(tasks.c.id).where(tasks.c.gate_id == gate_id, tasks.c.wait_path.in_(wanted)),
+            tasks,
+            "ix_tasks_gate",
+        )
+    ).scalars()
     query = (
         sa.select(
             tasks.c.id,
@@ -148,11 +160,12 @@ def _gate_tasks(conn: sa.Connection, gate_id: str, paths: list[WaitPath]) -> lis
             tasks.c.priority,
             tasks.c.available_at,
         )
-        .where(tasks.c.gate_id == gate_id, tasks.c.wait_path.in_([p.value for p in paths]))
+        .where(tasks.c.id.in_(sorted(found)))
         .order_by(tasks.c.id)
         .with_for_update()
     )
-    return list(conn.execute(force_index(query, tasks, "ix_tasks_gate")))
+    rows = conn.execute(by_primary_key(query, tasks))
+    return [row for row in rows if row.wait_path in wanted]
 
 
 def _close(conn: sa.Connection, namespace: str, gate_id: str, now: dt.datetime) -> None:

@@ -16,6 +16,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
+from orbit_store.db import by_primary_key
 from orbit_store.schema import tasks
 
 from .model import TaskState, WaitPath
@@ -42,7 +43,7 @@ def move_path(conn: sa.Connection, ids: list[str], from_path: WaitPath, to_path:
     """Move locked WAITING tasks between paths (internal: no state change, no event)."""
     if not ids:
         return
-    moved = conn.execute(
+    update = (
         tasks.update()
         .where(
             tasks.c.id.in_(ids),
@@ -50,6 +51,7 @@ def move_path(conn: sa.Connection, ids: list[str], from_path: WaitPath, to_path:
             tasks.c.wait_path == from_path.value,
         )
         .values(wait_path=to_path.value)
-    ).rowcount
+    )
+    moved = conn.execute(by_primary_key(update, tasks)).rowcount
     if moved != len(ids):
         raise RuntimeError(f"moved {moved} of {len(ids)} locked tasks off {from_path}")

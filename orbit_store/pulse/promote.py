@@ -16,7 +16,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from orbit_store.db import force_index
+from orbit_store.db import by_primary_key, force_index
 from orbit_store.schema import concurrency_keys, tasks
 
 from . import semaphores
@@ -53,7 +53,7 @@ def promote_due(
     if not candidates:
         return 0
     gates = gates_open(conn, {c.gate_id for c in candidates if c.gate_id is not None})
-    locked = conn.execute(
+    lock = (
         sa.select(
             tasks.c.id,
             tasks.c.gate_id,
@@ -62,12 +62,13 @@ def promote_due(
             tasks.c.available_at,
         )
         .where(
-            tasks.c.id.in_([c.id for c in candidates]),
+            tasks.c.id.in_(sorted(c.id for c in candidates)),
             tasks.c.wait_path == WaitPath.SCHEDULED.value,
         )
         .order_by(tasks.c.id)
         .with_for_update(skip_locked=True)
-    ).all()
+    )
+    locked = conn.execute(by_primary_key(lock, tasks)).all()
     placed = place_due(
         conn,
         namespace,

@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.db import force_index
+from orbit_store.db import by_primary_key, force_index
 from orbit_store.errors import QuotaExceeded
 from orbit_store.schema import quotas
 
@@ -31,18 +31,23 @@ WHOLE_NAMESPACE = "*"
 _LIVE = (TaskState.LEASED, TaskState.RUNNING)
 
 
+def _scope_ids(conn: sa.Connection, namespace: str, queues: list[str]) -> list[str]:
+    """The ids of the quotas covering ``queues`` and the whole namespace (a plain read: quota
+    rows are always locked by primary key, in id order, so lockers never cross)."""
+    scope = sorted({*queues, WHOLE_NAMESPACE})
+    query = sa.select(quotas.c.id).where(quotas.c.namespace == namespace, quotas.c.queue.in_(scope))
+    return sorted(conn.execute(force_index(query, quotas, "ix_quotas_scope")).scalars())
+
+
 def lock_scope(conn: sa.Connection, namespace: str, queues: list[str]) -> list[sa.Row[Any]]:
-    """The quotas covering ``queues`` (and the namespace-wide ones), locked in queue order."""
-    query = (
-        sa.select(quotas)
-        .where(
-            quotas.c.namespace == namespace,
-            quotas.c.queue.in_(sorted({*queues, WHOLE_NAMESPACE})),
-        )
-        .order_by(quotas.c.queue, quotas.c.id)
-        .with_for_update()
-    )
-    return list(conn.execute(force_index(query, quotas, "ix_quotas_scope")))
+    """The quotas covering ``queues`` (and the namespace-wide ones), locked in id order."""
+    ids = _scope_ids(conn, namespace, queues)
+    if not ids:
+        return []
+    lock = sa.select(quotas).where(quotas.c.id.in_(ids)).order_by(quotas.c.id).with_for_update()
+    rows = conn.execute(by_primary_key(lock, quotas))
+    scope = {*queues, WHOLE_NAMESPACE}
+    return [row for row in rows if row.queue in scope]  # its scope may have changed meanwhile
 
 
 def check_submission(conn: sa.Connection, namespace: str, queue: str, now: dt.datetime) -> bool:
@@ -94,15 +99,14 @@ def count(
     """Add to the counters of every quota covering ``queue`` (a counted task moved)."""
     if not (waiting or running):
         return
-    update = (
-        quotas.update()
-        .where(
-            quotas.c.namespace == namespace,
-            quotas.c.queue.in_(sorted({queue, WHOLE_NAMESPACE})),
+    ids = _scope_ids(conn, namespace, [queue])
+    if ids:
+        update = (
+            quotas.update()
+            .where(quotas.c.id.in_(ids), quotas.c.queue.in_([queue, WHOLE_NAMESPACE]))
+            .values(waiting=quotas.c.waiting + waiting, running=quotas.c.running + running)
         )
-        .values(waiting=quotas.c.waiting + waiting, running=quotas.c.running + running)
-    )
-    conn.execute(force_index(update, quotas, "ix_quotas_scope"))
+        conn.execute(by_primary_key(update, quotas))
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key
 from orbit_store.declared import lock_declared, upsert_declared
 from orbit_store.schema import namespaces, quotas, tasks
 
@@ -89,23 +90,34 @@ def _lock_namespace(conn: sa.Connection, namespace: str) -> None:
 
 
 def _adopt(conn: sa.Connection, namespace: str, queue: str) -> dict[str, int]:
-    """Count every unfinished task of the scope (locked) and mark it counted."""
+    """Count every unfinished task of the scope (locked) and mark it counted.
+
+    The tasks are found by a plain read and then locked by primary key (a waiting lock taken
+    through a secondary index would deadlock with transitions that lock the row first and then
+    change that index); a task that finished in between is no longer counted. None can start
+    being unfinished meanwhile: new tasks need the namespace row we hold."""
     scope = [tasks.c.namespace == namespace, tasks.c.state.in_(UNFINISHED)]
     if queue != WHOLE_NAMESPACE:
         scope.append(tasks.c.queue == queue)
-    rows = conn.execute(
-        sa.select(tasks.c.id, tasks.c.state, tasks.c.quota_counted)
-        .where(*scope)
-        .order_by(tasks.c.id)
-        .with_for_update()
-    ).all()
+    found = conn.execute(sa.select(tasks.c.id).where(*scope)).scalars().all()
+    rows = []
+    for start in range(0, len(found), ADOPT_CHUNK):
+        chunk = (
+            sa.select(tasks.c.id, tasks.c.state, tasks.c.quota_counted)
+            .where(tasks.c.id.in_(sorted(found)[start : start + ADOPT_CHUNK]))
+            .order_by(tasks.c.id)
+            .with_for_update()
+        )
+        rows += conn.execute(by_primary_key(chunk, tasks)).all()
+    rows = [r for r in rows if r.state in UNFINISHED]
     uncounted = [r.id for r in rows if not r.quota_counted]
     for start in range(0, len(uncounted), ADOPT_CHUNK):
-        conn.execute(
+        mark = (
             tasks.update()
             .where(tasks.c.id.in_(uncounted[start : start + ADOPT_CHUNK]))
             .values(quota_counted=True)
         )
+        conn.execute(by_primary_key(mark, tasks))
     waiting = sum(1 for r in rows if r.state == TaskState.WAITING.value)
     return {"waiting": waiting, "running": len(rows) - waiting}
 

@@ -44,10 +44,7 @@ def live_workers(conn: sa.Connection, namespace: str) -> LiveWorkers:
         )
     )
     return LiveWorkers(
-        [
-            (frozenset(r.queues), None if r.handlers is None else frozenset(r.handlers))
-            for r in rows
-        ]
+        [(frozenset(r.queues), None if r.handlers is None else frozenset(r.handlers)) for r in rows]
     )
 
 

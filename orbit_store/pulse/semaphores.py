@@ -113,12 +113,9 @@ def release(
 ) -> list[str]:
     """Give back the permits ``task_ids`` hold (their rows are locked by the caller) and hand
     the room to blocked tasks; returns the tasks moved to READY."""
-    deleted = conn.execute(
-        concurrency_permits.delete().where(
-            concurrency_permits.c.namespace == namespace,
-            concurrency_permits.c.task_id.in_(task_ids),
-        )
-    ).rowcount
+    # By primary key only (a task's permit; MySQL takes no index hint on DELETE).
+    delete = concurrency_permits.delete().where(concurrency_permits.c.task_id.in_(task_ids))
+    deleted = conn.execute(delete).rowcount
     if not deleted:
         return []
     conn.execute(

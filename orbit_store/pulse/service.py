@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -18,8 +19,8 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.db import run_transaction
-from orbit_store.errors import CommitOutcomeUnknown
+from orbit_store.db import retry_sleep, run_transaction
+from orbit_store.errors import CommitOutcomeUnknown, Conflict
 from orbit_store.schema import namespaces
 
 from . import expiry, sessions
@@ -53,15 +54,25 @@ def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
         return found
 
 
+REGISTER_ATTEMPTS = 5
+
+
 def register(
     engine: sa.Engine, work: Callable[[sa.Connection], sessions.WorkerSession]
 ) -> sessions.WorkerSession:
-    """Register a worker session. Two registrations of one worker name racing: the loser hits
-    the live-name unique key; run once more, it replaces the winner (the newest wins)."""
-    try:
-        return run_transaction(engine, work)
-    except sa.exc.IntegrityError:
-        return run_transaction(engine, work)
+    """Register a worker session. Registrations of one worker name racing: a loser hits the
+    live-name unique key; run again, it replaces the winner (the newest wins). Bounded."""
+    for attempt in range(1, REGISTER_ATTEMPTS + 1):
+        try:
+            return run_transaction(engine, work)
+        except sa.exc.IntegrityError as exc:
+            if attempt == REGISTER_ATTEMPTS:
+                raise Conflict(
+                    "this worker name is being registered by several processes at once; "
+                    "give each worker its own name"
+                ) from exc
+            time.sleep(retry_sleep(attempt))
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
@@ -95,14 +96,12 @@ def register_session(
             )
         pool, node = pod.pool, pod.node
     live = conn.execute(
-        sa.select(worker_sessions.c.id)
-        .where(
+        sa.select(worker_sessions.c.id).where(
             worker_sessions.c.namespace == namespace,
             worker_sessions.c.live_worker_name == worker_name,
         )
-        .with_for_update()
     ).scalar_one_or_none()
-    if live is not None:
+    if live is not None and lock_session(conn, namespace, live).state in LIVE:  # by primary key
         end_session(conn, live, "CLOSED", "replaced by a newer session of the same worker", now)
     last = conn.execute(
         sa.select(sa.func.max(worker_sessions.c.generation)).where(
@@ -140,7 +139,7 @@ def register_session(
     )
 
 
-def _lock(conn: sa.Connection, namespace: str, session_id: str) -> sa.Row[Any]:
+def lock_session(conn: sa.Connection, namespace: str, session_id: str) -> sa.Row[Any]:
     row = conn.execute(
         sa.select(worker_sessions)
         .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
@@ -155,7 +154,7 @@ def renew_session(
     conn: sa.Connection, *, namespace: str, session_id: str, ttl_seconds: int | None = None
 ) -> WorkerSession:
     """Extend the session by its own TTL (the one it registered with) unless told otherwise."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state not in LIVE:
         raise Conflict(f"worker session {session_id} is {row.state}; register a new one")
     now = db_now(conn)
@@ -177,7 +176,7 @@ def renew_session(
 
 def drain_session(conn: sa.Connection, *, namespace: str, session_id: str) -> WorkerSession:
     """Stop leasing new tasks; heartbeats and completions of running attempts continue."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state == "ACTIVE":
         conn.execute(
             worker_sessions.update()
@@ -198,14 +197,14 @@ def drain_session(conn: sa.Connection, *, namespace: str, session_id: str) -> Wo
 
 def close_session(conn: sa.Connection, *, namespace: str, session_id: str) -> None:
     """The worker is leaving cleanly; anything it still holds lapses now."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state in LIVE:
         end_session(conn, session_id, "CLOSED", "closed by worker", db_now(conn))
 
 
 def revoke_session(conn: sa.Connection, *, namespace: str, session_id: str, reason: str) -> None:
     """Revoke (pod deleted or failed, admin action); its leases lapse through Pulse's rules."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state in LIVE:
         end_session(conn, session_id, "REVOKED", reason, db_now(conn))
 
@@ -234,7 +233,7 @@ def find_expired_sessions(
 
 def expire_session(conn: sa.Connection, expired: ExpiredSession) -> bool:
     """End the session if it is still live and still past its TTL (re-checked under lock)."""
-    row = _lock(conn, expired.namespace, expired.session_id)
+    row = lock_session(conn, expired.namespace, expired.session_id)
     now = db_now(conn)
     if row.state not in LIVE or row.expires_at > now:
         return False
@@ -245,18 +244,31 @@ def expire_session(conn: sa.Connection, expired: ExpiredSession) -> bool:
 def end_session(
     conn: sa.Connection, session_id: str, state: str, reason: str, now: dt.datetime
 ) -> None:
-    """End a live session and make its leases lapse now (the reaper decides each task)."""
+    """End a live session (its row is locked by the caller) and make its leases lapse now (the
+    reaper decides each task). The session's attempts are found by a plain read and updated by
+    primary key: no new one can appear (claims hold the session row shared), and a waiting lock
+    through ix_task_attempts_session would deadlock with a completion that holds the attempt
+    and changes its state."""
     conn.execute(
         worker_sessions.update()
         .where(worker_sessions.c.id == session_id)
         .values(state=state, ended_at=now, end_reason=reason[:255], live_worker_name=None)
     )
-    conn.execute(
-        task_attempts.update()
-        .where(
+    attempts = conn.execute(
+        sa.select(task_attempts.c.id).where(
             task_attempts.c.worker_session_id == session_id,
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
-            task_attempts.c.lease_expires_at > now,
         )
-        .values(lease_expires_at=now)
-    )
+    ).scalars()
+    ids = sorted(attempts)
+    if ids:
+        cut = (
+            task_attempts.update()
+            .where(
+                task_attempts.c.id.in_(ids),
+                task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+                task_attempts.c.lease_expires_at > now,
+            )
+            .values(lease_expires_at=now)
+        )
+        conn.execute(by_primary_key(cut, task_attempts))

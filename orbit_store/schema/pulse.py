@@ -105,7 +105,10 @@ tasks = sa.Table(
         "priority",
         "available_at",
     ),
-    sa.Index("ix_tasks_gate", "gate_id", "wait_path"),
+    # wait_path first on purpose: the gate_id foreign key keeps an index of its own (gate_id
+    # only). Were this index the foreign key's, every path change would re-check the parent
+    # and take a shared lock on the gate row — a hidden lock out of the documented order.
+    sa.Index("ix_tasks_gate", "wait_path", "gate_id"),
     sa.Index("ix_tasks_queue_state", "namespace", "queue", "state"),
     sa.Index("ix_tasks_deadline", "state", "deadline_at"),
     sa.Index("ix_tasks_by_namespace", "namespace", "state", "id"),
@@ -173,7 +176,9 @@ task_attempts = sa.Table(
     sa.Column("late_reported_at", UtcDateTime, nullable=True),
     sa.UniqueConstraint("task_id", "generation"),
     sa.Index("ix_task_attempts_lease_reaper", "state", "lease_expires_at"),
-    sa.Index("ix_task_attempts_session", "worker_session_id", "state"),
+    # worker_session_id alone (the foreign key's index): with `state` in it every attempt state
+    # change re-checked the session row under a shared lock, against the lock order.
+    sa.Index("ix_task_attempts_by_session", "worker_session_id"),
     state_check("state", ATTEMPT_STATES, "state"),
     state_check("outcome", ATTEMPT_OUTCOMES, "outcome"),
     sa.CheckConstraint(

@@ -237,7 +237,7 @@ def _register(url: str, namespace: str, barrier: Any) -> list[str]:
     ids = []
     try:
         for n in range(NAMES):
-            barrier.wait()
+            barrier.wait(60)
             ids.append(
                 service.register(
                     engine,
