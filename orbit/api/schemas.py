@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 Safety = Literal["safe", "unsafe"]
+WaitingReason = Literal["ready", "scheduled", "gate_closed", "concurrency_limit"]
 TaskStateName = Literal[
     "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "FAILED", "NEEDS_REVIEW", "CANCELLED"
 ]
@@ -88,13 +89,11 @@ class Task(Out):
     result: Any
     error: Any
     replayed: bool = Field(False, description="True when an idempotent submit found this task.")
-    waiting_reason: Literal["ready", "scheduled", "gate_closed", "concurrency_limit"] | None = (
-        Field(
-            None,
-            description="Why a WAITING task waits: ready (to be leased), scheduled (until "
-            "available_at), gate_closed (its workflow is paused), concurrency_limit (its "
-            "concurrency key has no free permit). Null for other states.",
-        )
+    waiting_reason: WaitingReason | None = Field(
+        None,
+        description="Why a WAITING task waits: ready (to be leased), scheduled (until "
+        "available_at), gate_closed (its workflow is paused), concurrency_limit (its "
+        "concurrency key has no free permit). Null for other states.",
     )
     runnable_by_live_worker: bool | None = Field(
         None,

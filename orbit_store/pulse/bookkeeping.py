@@ -163,12 +163,12 @@ def _path_contradicts_gate(conn: sa.Connection, ns: str | None) -> list[str]:
 
 def _quota_counter_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
     """A quota's counters differ from a real count of the counted tasks in its scope."""
-    bad = []
+    bad: list[str] = []
     for quota in conn.execute(_scoped(sa.select(quotas), quotas, ns)):
         scope = [tasks.c.namespace == quota.namespace, tasks.c.quota_counted.is_(True)]
         if quota.queue != "*":
             scope.append(tasks.c.queue == quota.queue)
-        counts = dict(
+        counts: dict[str, int] = dict(
             conn.execute(
                 sa.select(tasks.c.state, sa.func.count()).where(*scope).group_by(tasks.c.state)
             ).all()

@@ -95,7 +95,7 @@ class RetryPolicy:
 
     def backoff_after(self, attempts_used: int) -> dt.timedelta:
         """Delay before the next attempt, after ``attempts_used`` attempts (1-based):
-        ``initial × multiplier^(attempts_used − 1)``, at most ``backoff_max_ms``.
+        ``initial * multiplier ** (attempts_used - 1)``, at most ``backoff_max_ms``.
 
         The exponent is capped *before* the power is taken (at the first exponent that reaches
         the maximum), so no policy value and no attempt count can overflow a float."""

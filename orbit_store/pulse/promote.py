@@ -72,7 +72,7 @@ def promote_due(
     placed = place_due(
         conn,
         namespace,
-        locked,
+        list(locked),
         from_path=WaitPath.SCHEDULED,
         gate_open=lambda gate: gate is None or gates.get(gate, False),
         now=now,

@@ -13,6 +13,7 @@ Lock order: namespace row → task rows → quota row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -100,7 +101,7 @@ def _adopt(conn: sa.Connection, namespace: str, queue: str) -> dict[str, int]:
     if queue != WHOLE_NAMESPACE:
         scope.append(tasks.c.queue == queue)
     found = conn.execute(sa.select(tasks.c.id).where(*scope)).scalars().all()
-    rows = []
+    rows: list[sa.Row[Any]] = []
     for start in range(0, len(found), ADOPT_CHUNK):
         chunk = (
             sa.select(tasks.c.id, tasks.c.state, tasks.c.quota_counted)

@@ -167,9 +167,7 @@ def promote(
     for name in [namespace] if namespace is not None else _namespaces(engine):
         while True:
             placed = run.run(
-                lambda conn, ns=name: promotion.promote_due(
-                    conn, namespace=ns, now=db_now(conn), limit=limit
-                ),
+                functools.partial(_promote_due, namespace=name, limit=limit),
                 namespace=name,
                 item="due tasks",
             )
@@ -177,14 +175,20 @@ def promote(
             if not placed or placed < limit:
                 break
         moved = run.run(
-            lambda conn, ns=name: promotion.release_stranded_permits(
-                conn, namespace=ns, now=db_now(conn)
-            ),
+            functools.partial(_release_stranded, namespace=name),
             namespace=name,
             item="concurrency keys",
         )
         released += moved or 0
     return PromoteReport(promoted, released, run.errors)
+
+
+def _promote_due(conn: sa.Connection, namespace: str, limit: int) -> int:
+    return promotion.promote_due(conn, namespace=namespace, now=db_now(conn), limit=limit)
+
+
+def _release_stranded(conn: sa.Connection, namespace: str) -> int:
+    return promotion.release_stranded_permits(conn, namespace=namespace, now=db_now(conn))
 
 
 def _namespaces(engine: sa.Engine) -> list[str]:

@@ -95,5 +95,5 @@ def test_two_credentials_of_one_namespace_may_not_share_a_token(pulse: PulseDriv
         source="manifest",
     )
     run_transaction(pulse.engine, functools.partial(put, name="first"))
-    with pytest.raises(Conflict, match="'first' .* already uses this token"):
+    with pytest.raises(Conflict, match=r"'first' .* already uses this token"):
         run_transaction(pulse.engine, functools.partial(put, name="second"))
