@@ -52,7 +52,28 @@ def _print_task(task: Any, output: str) -> None:
         table.add_row(
             name, json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
         )
+    if task.state == "WAITING":
+        table.add_row("waiting", _waiting(task))
     out.print(table)
+
+
+WAITING_REASONS = {
+    "ready": "ready to be leased",
+    "scheduled": "scheduled: not due before available_at",
+    "gate_closed": "its execution gate is closed (its workflow is paused)",
+    "concurrency_limit": "its concurrency key has no free permit",
+}
+
+
+def _waiting(task: Any) -> str:
+    """Why a WAITING task waits, and whether any live worker can run it at all."""
+    why = WAITING_REASONS.get(task.waiting_reason, task.waiting_reason or "")
+    if task.runnable_by_live_worker is False:
+        why += (
+            f"; no live worker serves queue {task.queue!r} with handler {task.handler!r}: it "
+            "will not start until one does"
+        )
+    return why
 
 
 @app.command()
