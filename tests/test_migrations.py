@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from orbit.cli.main import app
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
-from orbit_store.schema import metadata
 from orbit_store.pulse.bookkeeping import BOOKKEEPING_CHECKS
+from orbit_store.schema import metadata
 from orbit_store.verify import verify
 
 runner = CliRunner()
@@ -160,7 +160,8 @@ def test_0003_puts_existing_rows_on_their_paths_and_counts_them(any_empty_url: s
             )
             conn.execute(
                 sa.text(
-                    "INSERT INTO concurrency_permits VALUES ('p1', 'old', 'k', 0, 'leased', 'a1', :n)"
+                    "INSERT INTO concurrency_permits VALUES "
+                    "('p1', 'old', 'k', 0, 'leased', 'a1', :n)"
                 ),
                 {"n": now},
             )
