@@ -10,6 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from .pulse.bookkeeping import BOOKKEEPING_CHECKS
+from .pulse.bookkeeping import ids as _ids
+from .pulse.bookkeeping import scoped as _scoped
 from .pulse.model import LEGAL_TRANSITIONS, TaskState
 from .schema import task_attempts, task_events, tasks
 
@@ -47,14 +49,6 @@ class VerifyReport:
                 for name, c in self.checks.items()
             },
         }
-
-
-def _scoped(query: sa.Select[Any], table: sa.Table, namespace: str | None) -> sa.Select[Any]:
-    return query if namespace is None else query.where(table.c.namespace == namespace)
-
-
-def _ids(conn: sa.Connection, query: sa.Select[Any]) -> list[str]:
-    return [str(row[0]) for row in conn.execute(query)]
 
 
 def _multiple_live_attempts(conn: sa.Connection, ns: str | None) -> list[str]:

@@ -24,11 +24,13 @@ from .model import TaskState, WaitPath
 _LIVE = (TaskState.LEASED, TaskState.RUNNING)
 
 
-def _scoped(query: sa.Select[Any], table: sa.Table, namespace: str | None) -> sa.Select[Any]:
+def scoped(query: sa.Select[Any], table: sa.Table, namespace: str | None) -> sa.Select[Any]:
+    """``query`` restricted to one namespace (all of them when None)."""
     return query if namespace is None else query.where(table.c.namespace == namespace)
 
 
-def _ids(conn: sa.Connection, query: sa.Select[Any]) -> list[str]:
+def ids(conn: sa.Connection, query: sa.Select[Any]) -> list[str]:
+    """The first column of every row, as text (the examples a check reports)."""
     return [str(row[0]) for row in conn.execute(query)]
 
 
@@ -49,7 +51,7 @@ def _permit_held_by_task_off_the_claim_path(conn: sa.Connection, ns: str | None)
         .join(tasks, tasks.c.id == concurrency_permits.c.task_id)
         .where(sa.not_(_holds_permit()))
     )
-    return _ids(conn, _scoped(query, concurrency_permits, ns))
+    return ids(conn, scoped(query, concurrency_permits, ns))
 
 
 def _permit_missing(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -58,7 +60,7 @@ def _permit_missing(conn: sa.Connection, ns: str | None) -> list[str]:
         .outerjoin(concurrency_permits, concurrency_permits.c.task_id == tasks.c.id)
         .where(_holds_permit(), concurrency_permits.c.task_id.is_(None))
     )
-    return _ids(conn, _scoped(query, tasks, ns))
+    return ids(conn, scoped(query, tasks, ns))
 
 
 def _permit_counts() -> sa.Subquery:
@@ -88,7 +90,7 @@ def _semaphore_count_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
         .outerjoin(counts, _on_key(counts))
         .where(sa.func.coalesce(counts.c.n, 0) != concurrency_keys.c.held)
     )
-    return _ids(conn, _scoped(query, concurrency_keys, ns))
+    return ids(conn, scoped(query, concurrency_keys, ns))
 
 
 def _permits_over_limit(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -106,7 +108,7 @@ def _permits_over_limit(conn: sa.Connection, ns: str | None) -> list[str]:
             ),
         )
     )
-    return _ids(conn, _scoped(query, concurrency_keys, ns))
+    return ids(conn, scoped(query, concurrency_keys, ns))
 
 
 def _blocked_with_free_permit(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -124,7 +126,7 @@ def _blocked_with_free_permit(conn: sa.Connection, ns: str | None) -> list[str]:
             concurrency_keys.c.held < concurrency_keys.c.permit_limit,
         )
     )
-    return _ids(conn, _scoped(query, tasks, ns))
+    return ids(conn, scoped(query, tasks, ns))
 
 
 def _off_path(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -137,7 +139,7 @@ def _off_path(conn: sa.Connection, ns: str | None) -> list[str]:
             sa.and_(tasks.c.state != TaskState.WAITING.value, tasks.c.wait_path.is_not(None)),
         )
     )
-    return _ids(conn, _scoped(query, tasks, ns))
+    return ids(conn, scoped(query, tasks, ns))
 
 
 def _path_contradicts_gate(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -158,13 +160,13 @@ def _path_contradicts_gate(conn: sa.Connection, ns: str | None) -> list[str]:
             )
         )
     )
-    return _ids(conn, _scoped(query, tasks, ns))
+    return ids(conn, scoped(query, tasks, ns))
 
 
 def _quota_counter_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
     """A quota's counters differ from a real count of the counted tasks in its scope."""
     bad: list[str] = []
-    for quota in conn.execute(_scoped(sa.select(quotas), quotas, ns)):
+    for quota in conn.execute(scoped(sa.select(quotas), quotas, ns)):
         scope = [tasks.c.namespace == quota.namespace, tasks.c.quota_counted.is_(True)]
         if quota.queue != "*":
             scope.append(tasks.c.queue == quota.queue)
@@ -194,7 +196,7 @@ def _uncounted_under_quota(conn: sa.Connection, ns: str | None) -> list[str]:
         tasks.c.quota_counted.is_(False),
         covering,
     )
-    return _ids(conn, _scoped(query, tasks, ns))
+    return ids(conn, scoped(query, tasks, ns))
 
 
 Check = Callable[[sa.Connection, str | None], list[str]]
