@@ -199,3 +199,41 @@ def test_grants_to_a_client_that_disconnected_are_handed_back(api: Api) -> None:
         ).all()
     assert (task.state, task.wait_path, task.attempts_used) == ("WAITING", "READY", 0)
     assert attempt.outcome == "RELEASED" and "disconnected" in attempt.outcome_reason
+
+
+def test_metrics_expose_retries_and_unrunnable_tasks(api: Api) -> None:
+    """The gauge of tasks no live worker can run, and the transaction retry counter."""
+    api.submit()  # handler "h"; nobody serves it yet
+
+    async def scrape() -> str:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "path": "/metrics",
+            "raw_path": b"/metrics",
+            "query_string": b"",
+            "root_path": "",
+            "scheme": "http",
+            "server": ("test", 80),
+            "client": ("test", 1),
+            "headers": [],
+        }
+        await api.app(scope, receive, send)
+        return b"".join(m.get("body", b"") for m in sent if "body" in m).decode()
+
+    text = asyncio.run(scrape())
+    assert f'orbit_tasks_unrunnable{{namespace="{api.namespace}",queue="default"}} 1.0' in text
+    assert (
+        "orbit_db_transaction_retries_total" in text
+        or "# TYPE orbit_db_transaction_retries" in text
+    )
