@@ -233,4 +233,4 @@ def test_metrics_expose_retries_and_unrunnable_tasks(api: Api) -> None:
 
     text = asyncio.run(scrape())
     assert f'orbit_tasks_unrunnable{{namespace="{api.namespace}",queue="default"}} 1.0' in text
-    assert "# TYPE orbit_db_transaction_retries counter" in text
+    assert "# TYPE orbit_db_transaction_retries_total counter" in text
