@@ -90,17 +90,3 @@ def _peek(
     merged = sa.union_all(*[sa.select(head) for head in heads]).subquery("heads")
     query = sa.select(merged.c.handler).order_by(merged.c.priority, merged.c.available_at)
     return list(conn.execute(query.limit(limit)).scalars())
-
-
-def ready_exists(
-    conn: sa.Connection, namespace: str, queue: str, handlers: list[str] | None
-) -> bool:
-    """Is anything READY in ``queue`` for these handlers (a read, no locks)."""
-    where = _lane(namespace, queue, None)
-    if handlers is not None:
-        if not handlers:
-            return False
-        where.append(tasks.c.handler.in_(handlers))
-    index = "ix_tasks_ready" if handlers is None else "ix_tasks_ready_by_handler"
-    query = force_index(sa.select(tasks.c.id).where(*where).limit(1), tasks, index)
-    return conn.execute(query).first() is not None
