@@ -129,3 +129,25 @@ def test_a_lease_handed_back_keeps_its_place_and_permit(pulse: PulseDriver) -> N
     grant = pulse.claim_one()
     pulse.complete(grant, Outcome.RELEASED)
     assert pulse.claim_one().task_id == task.task_id
+
+
+@pytest.mark.mariadb_only
+def test_a_permit_left_free_by_a_skipped_blocked_task_is_handed_on_by_the_promoter(
+    pulse: PulseDriver,
+) -> None:
+    """A release skips a blocked task another transaction holds (SKIP LOCKED); if that one then
+    rolls back, the permit stays free. The promoter's repair hands it on."""
+    from orbit_store.schema import tasks
+
+    holder = pulse.submit(concurrency_key="k")
+    blocked = pulse.submit(concurrency_key="k")
+    grant = pulse.claim_one()
+    assert grant.task_id == holder.task_id
+    pulse.start(grant)
+    with pulse.engine.connect() as other:
+        other.execute(sa.select(tasks.c.id).where(tasks.c.id == blocked.task_id).with_for_update())
+        pulse.succeed(grant)  # its release skips the locked blocked task
+        other.rollback()
+    assert pulse.task(blocked.task_id).wait_path == "BLOCKED_KEY"
+    assert pulse.promote().released == 1
+    assert pulse.claim_one().task_id == blocked.task_id
