@@ -144,6 +144,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
     parser.add_argument("--claims", type=int, default=300, help="measured claims per cell")
     args = parser.parse_args()
+    if WARM_UP + args.claims > min(args.sizes) // 10:
+        parser.error(f"--claims: at most {min(args.sizes) // 10 - WARM_UP} (the 10% READY rows)")
     database = f"orbit_backlog_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(make_url(args.server))
     with admin.begin() as conn:
