@@ -23,7 +23,7 @@ from .quota import WHOLE_NAMESPACE
 
 @dataclass(frozen=True)
 class Outlook:
-    ready: bool  # a claim now would likely grant something
+    ready: bool  # a claim now would likely grant something, or promote what fell due
     next_due_at: dt.datetime | None  # the earliest SCHEDULED task of these queues
     now: dt.datetime
 
@@ -48,7 +48,9 @@ def outlook(conn: sa.Connection, namespace: str, claimant: Claimant) -> Outlook:
     ).scalar_one_or_none()
     if isinstance(next_due, str):  # SQLite returns text for an aggregate
         next_due = dt.datetime.fromisoformat(next_due)
-    return Outlook(bool(ready_in - full), next_due, now)
+    # A SCHEDULED task already due is promoted by the next claim (wherever it then belongs).
+    due_now = next_due is not None and next_due <= now
+    return Outlook(bool(ready_in - full) or due_now, next_due, now)
 
 
 def _ready_queues(

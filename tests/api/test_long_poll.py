@@ -234,3 +234,20 @@ def test_metrics_expose_retries_and_unrunnable_tasks(api: Api) -> None:
     text = asyncio.run(scrape())
     assert f'orbit_tasks_unrunnable{{namespace="{api.namespace}",queue="default"}} 1.0' in text
     assert "# TYPE orbit_db_transaction_retries_total counter" in text
+
+
+def test_a_long_poll_gets_a_delayed_task_when_it_falls_due(api: Api) -> None:
+    """Sleeps until the next scheduled task of its queues is due, then claims it (promoting it)."""
+
+    async def scenario() -> Any:
+        session = await api.session()
+        request = SubmitRequest(
+            namespace=api.namespace, queue="default", handler="h", delay_seconds=0.6
+        )
+        task_id = await asyncio.to_thread(lambda: service.submit(api.engine, request).task_id)
+        path = f"/v1/worker-sessions/{session}/lease"
+        leased = await api.call("POST", path, {"max_tasks": 1, "wait_seconds": 10})
+        return task_id, leased
+
+    task_id, leased = asyncio.run(scenario())
+    assert [lease["task_id"] for lease in leased["leases"]] == [task_id]
