@@ -3,7 +3,7 @@
 The operator and `orbit apply` reconcile the same manifests through the same functions, so for
 the same manifests they must leave the same rows; this is the view both are compared by. Only the
 meaning is kept: ids, timestamps, who applied it (``source``, ``spec_generation``) and runtime
-state (a quota's token bucket, a queue's drain start) are left out; a credential keeps its token
+state (a quota's token bucket and counters, a queue's drain start) are left out; a credential keeps its token
 hash and whether it is revoked.
 """
 
@@ -26,6 +26,8 @@ IGNORED = frozenset(
         "draining_since",
         "rate_tokens",
         "rate_refilled_at",
+        "waiting",  # a quota's counters of the tasks it counts
+        "running",
     }
 )
 
