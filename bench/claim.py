@@ -49,9 +49,9 @@ LOAD_CHUNK = 2_000
 PHASE_GAP = 0.3  # seconds between the claim phase and the start+complete phase
 
 TASK_COLUMNS = (
-    "id, namespace, queue, handler, params, state, state_version, priority, available_at, "
-    "created_at, updated_at, max_attempts, attempts_used, backoff_initial_ms, backoff_max_ms, "
-    "backoff_multiplier, lease_seconds, safety, concurrency_limit, cancel_requested"
+    "id, namespace, queue, handler, params, state, wait_path, state_version, priority, "
+    "available_at, created_at, updated_at, max_attempts, attempts_used, backoff_initial_ms, "
+    "backoff_max_ms, backoff_multiplier, lease_seconds, safety, concurrency_limit, cancel_requested"
 )
 #: max_attempts .. cancel_requested as submit_task snapshots them from the default QueuePolicy,
 #: except lease_seconds (an hour: nothing is reaped while the bench runs).
@@ -63,8 +63,8 @@ EVENT_SQL = (
 WAITING_SQL = "SELECT COUNT(*) FROM tasks WHERE namespace = %s AND queue = %s AND state = 'WAITING'"
 CLAIM_SQL = (
     "SELECT id, state_version, lease_seconds, UTC_TIMESTAMP(6) FROM tasks "
-    "WHERE namespace = %s AND queue = %s AND state = 'WAITING' AND available_at <= "
-    "UTC_TIMESTAMP(6) ORDER BY priority, available_at LIMIT %s FOR UPDATE SKIP LOCKED"
+    "WHERE namespace = %s AND queue = %s AND wait_path = 'READY' "
+    "ORDER BY priority, available_at LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 
 
@@ -86,10 +86,10 @@ def load_waiting(conn: Any, namespace: str, count: int) -> float:
         now = cur.fetchone()[0]
         for start in range(0, count, LOAD_CHUNK):
             ids = [new_id() for _ in range(start, min(start + LOAD_CHUNK, count))]
-            head, tail = (namespace, QUEUE, "bench.noop"), ("WAITING", 1, 0, now, now, now)
+            head, tail = (namespace, QUEUE, "bench.noop"), ("WAITING", "READY", 1, 0, now, now, now)
             rows = [(i, *head, json.dumps({"n": n}), *tail) for n, i in enumerate(ids, start)]
             cur.executemany(
-                f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES ({', '.join(['%s'] * 20)})",
+                f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES ({', '.join(['%s'] * 21)})",
                 [(*row, *TASK_DEFAULTS) for row in rows],
             )
             events = [(new_id(), i, namespace, 1, None, "WAITING", "submitted") for i in ids]
@@ -119,12 +119,12 @@ def explain_claim(engine: sa.Engine, namespace: str) -> None:
     print("  " + " ".join(statement.split()), "\n  params:", params)
     print("EXPLAIN FORMAT=JSON:\n" + json.dumps(plan, indent=1))
     table = _find(plan, "table")
-    ok = table.get("key") == "ix_tasks_claim" and table.get("access_type") == "range"
+    ok = table.get("key") == "ix_tasks_ready" and table.get("access_type") == "ref"
     print(
         f"=> access_type={table.get('access_type')} key={table.get('key')} "
         f"used_key_parts={table.get('used_key_parts')} rows~{table.get('rows')} "
         f"filesort={'filesort' in json.dumps(plan)}: "
-        f"{'a' if ok else 'NOT a'} range scan of ix_tasks_claim\n"
+        f"{'a' if ok else 'NOT a'} seek into the READY range of ix_tasks_ready\n"
     )
 
 
@@ -266,7 +266,8 @@ class RawWorker:
         )
         whens, marks = " ".join(["WHEN %s THEN %s"] * len(rows)), ", ".join(["%s"] * len(rows))
         updated = cur.execute(
-            "UPDATE tasks SET state = 'LEASED', state_version = state_version + 1, "
+            "UPDATE tasks SET state = 'LEASED', wait_path = NULL, "
+            "state_version = state_version + 1, "
             f"attempts_used = attempts_used + 1, current_attempt_id = CASE id {whens} END, "
             f"updated_at = %s WHERE id IN ({marks}) AND state = 'WAITING'",
             [*case, rows[0][3], *(row[0] for row in rows)],

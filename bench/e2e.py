@@ -48,17 +48,20 @@ PEERS = (
 )
 NOW = "UTC_TIMESTAMP(6)"
 RAW_SQL = {
-    "submit": "INSERT INTO raw_tasks (id, namespace, queue, handler, params, state, state_version, "
+    "submit": "INSERT INTO raw_tasks (id, namespace, queue, handler, params, state, wait_path, "
+    "state_version, "
     "priority, available_at, created_at, updated_at, max_attempts, attempts_used, "
     "backoff_initial_ms, backoff_max_ms, backoff_multiplier, lease_seconds, safety, "
     "concurrency_limit, cancel_requested, submitted_by) VALUES (%s, %s, 'default', 'bench.noop', "
-    f"%s, 'WAITING', 1, 0, {NOW}, {NOW}, {NOW}, 3, 0, 1000, 300000, 2.0, 300, 'safe', 1, 0, 'b')",
+    f"%s, 'WAITING', 'READY', 1, 0, {NOW}, {NOW}, {NOW}, 3, 0, 1000, 300000, 2.0, 300, 'safe', 1, "
+    "0, 'b')",
     "event": "INSERT INTO raw_task_events (id, task_id, namespace, state_version, from_state, "
     f"to_state, reason, attempt_id, at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {NOW})",
     "pick": "SELECT id, state_version, lease_seconds FROM raw_tasks WHERE namespace = %s AND "
-    f"queue = 'default' AND state = 'WAITING' AND available_at <= {NOW} "
+    "queue = 'default' AND wait_path = 'READY' "
     "ORDER BY priority, available_at LIMIT 1 FOR UPDATE SKIP LOCKED",
-    "lease_task": "UPDATE raw_tasks SET state = 'LEASED', state_version = state_version + 1, "
+    "lease_task": "UPDATE raw_tasks SET state = 'LEASED', wait_path = NULL, "
+    "state_version = state_version + 1, "
     f"attempts_used = attempts_used + 1, current_attempt_id = %s, updated_at = {NOW} "
     "WHERE id = %s AND state = 'WAITING'",
     "attempt": "INSERT INTO raw_task_attempts (id, task_id, namespace, generation, token_hash, "

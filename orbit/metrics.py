@@ -8,12 +8,17 @@ reports the same numbers. The catalogue of every metric is docs/operations/monit
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from orbit.engines.gauges import GaugeCache
 from orbit.metrics_delivery import DeliveryBacklogCollector
 from orbit.metrics_workflows import WorkflowMetrics
+from orbit_store.db import TRANSACTION_RETRIES
 
 DEFAULT_GAUGE_INTERVAL = 15.0
 
@@ -51,6 +56,20 @@ class Metrics:
             ["loop"],
             registry=self.registry,
         )
+        self.engine_item_errors = Counter(
+            "orbit_engine_item_errors_total",
+            "Items (a lease, a task, a session) an engine pass failed on and skipped; each is "
+            "logged naming it. The pass and the loop go on.",
+            ["loop"],
+            registry=self.registry,
+        )
+        self.handed_back = Counter(
+            "orbit_leases_handed_back_total",
+            "Grants returned at once because the lease request's client had disconnected "
+            "(the attempt is not spent).",
+            ["namespace"],
+            registry=self.registry,
+        )
         self.schedule_fires = Counter(
             "orbit_schedule_fires_total",
             "Schedule instants decided, by outcome: fired (a task was created), skipped "
@@ -83,3 +102,19 @@ class Metrics:
         self.workflows = WorkflowMetrics(self.registry)
         self.gauges = GaugeCache(engine, gauge_interval)
         self.registry.register(self.gauges)
+        self.registry.register(TransactionRetriesCollector())
+
+
+class TransactionRetriesCollector(Collector):
+    """Whole-transaction retries of this process (orbit_store.db.TRANSACTION_RETRIES)."""
+
+    def collect(self) -> Iterator[Metric]:
+        retries = CounterMetricFamily(
+            "orbit_db_transaction_retries",
+            "Store transactions run again after a deadlock, lock-wait timeout, busy database "
+            "or a connection lost before COMMIT; deadlocks should stay at zero.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(TRANSACTION_RETRIES.snapshot().items()):
+            retries.add_metric([reason], count)
+        yield retries

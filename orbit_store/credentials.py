@@ -1,7 +1,11 @@
 """API tokens: namespace-scoped, with roles, stored only as a sha256 hash (ORBIT.md §11).
 
 A token is shown once, when created. Each credential belongs to exactly one namespace; every
-read and write the API performs is scoped to that namespace.
+read and write the API performs is scoped to that namespace. A token hash is unique within a
+namespace only: whether the same secret is used in another namespace is never looked at, so
+declaring a credential can neither fail because of nor reveal another namespace's tokens (and
+each transaction stays in one namespace). A token registered in several namespaces is
+accepted in each of them, where the request names one.
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ def create_token(
     if existing is not None:
         raise Conflict(f"credential {name!r} already exists in namespace {namespace!r}")
     secret = token or TOKEN_PREFIX + new_secret()
+    _refuse_shared_token(conn, namespace, name, hash_api_token(secret))
     row = {
         "id": new_id(),
         "namespace": namespace,
@@ -140,16 +145,29 @@ def _audit(
     )
 
 
-def authenticate(conn: sa.Connection, token: str) -> Credential | None:
-    """The live credential this bearer token belongs to, or None."""
-    row = conn.execute(
-        sa.select(credentials).where(credentials.c.token_hash == hash_api_token(token))
-    ).one_or_none()
-    if row is None or row.revoked_at is not None:
-        return None
-    if row.expires_at is not None and row.expires_at <= db_now(conn):
-        return None
-    return _from_row(row)
+def live_credentials(conn: sa.Connection, token: str) -> list[Credential]:
+    """Every live (not revoked, not expired) credential of this bearer token, one per namespace
+    it is registered in (usually one)."""
+    rows = conn.execute(
+        sa.select(credentials)
+        .where(credentials.c.token_hash == hash_api_token(token))
+        .order_by(credentials.c.namespace)
+    ).all()
+    now = db_now(conn) if rows else None
+    return [
+        _from_row(row)
+        for row in rows
+        if row.revoked_at is None and (row.expires_at is None or row.expires_at > now)
+    ]
+
+
+def authenticate(
+    conn: sa.Connection, token: str, namespace: str | None = None
+) -> Credential | None:
+    """The live credential this bearer token belongs to (in ``namespace`` when given), or None
+    — also when the token lives in several namespaces and none is named."""
+    found = [c for c in live_credentials(conn, token) if namespace in (None, c.namespace)]
+    return found[0] if len(found) == 1 else None
 
 
 def list_credentials(conn: sa.Connection, namespace: str | None = None) -> list[Credential]:
@@ -208,12 +226,30 @@ def put_credential_token(
         None,
     ):
         return False
+    _refuse_shared_token(conn, namespace, name, token_hash)
     conn.execute(
         credentials.update()
         .where(credentials.c.id == row.id)
         .values(token_hash=token_hash, roles=role_text, source=source, revoked_at=None)
     )
     return True
+
+
+def _refuse_shared_token(conn: sa.Connection, namespace: str, name: str, token_hash: str) -> None:
+    """Two credentials of one namespace may not share a token (it would be ambiguous which
+    roles it carries). Only this namespace is looked at."""
+    other = conn.execute(
+        sa.select(credentials.c.name).where(
+            credentials.c.namespace == namespace,
+            credentials.c.token_hash == token_hash,
+            credentials.c.name != name,
+        )
+    ).scalar_one_or_none()
+    if other is not None:
+        raise Conflict(
+            f"credential {other!r} in namespace {namespace!r} already uses this token; "
+            "give each credential its own secret"
+        )
 
 
 def delete_credential(conn: sa.Connection, *, namespace: str, name: str) -> bool:

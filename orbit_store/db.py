@@ -8,12 +8,16 @@ time zone. SQLite (``orbit dev``) serialises writers with ``BEGIN IMMEDIATE``.
 from __future__ import annotations
 
 import logging
+import random
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import make_url
 
 from .errors import CommitOutcomeUnknown, TransientStoreError
@@ -29,6 +33,68 @@ _LOCK_WAIT_TIMEOUT = 1205
 _CONNECTION_LOST = {2006, 2013, 2055}
 
 MAX_TRANSACTION_ATTEMPTS = 6
+#: Ceiling of the (fully jittered) sleep before retrying a deadlocked transaction.
+RETRY_SLEEP_CAP = 0.2
+
+
+class RetryCounter:
+    """Whole-transaction retries by reason (deadlock, lock_wait_timeout, database_locked,
+    connection_lost) in this process: exported as orbit_db_transaction_retries_total."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, reason: str) -> None:
+        with self._lock:
+            self._counts[reason] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+TRANSACTION_RETRIES = RetryCounter()
+_JITTER = random.Random()
+
+
+def retry_sleep(attempt: int) -> float:
+    """Full jitter (a uniform draw up to an exponential ceiling): transactions that deadlocked
+    together do not retry in lockstep and collide again."""
+    return _JITTER.uniform(0, min(0.005 * 2**attempt, RETRY_SLEEP_CAP))
+
+
+def insert_or_lock(conn: sa.Connection, table: sa.Table, values: dict[str, Any]) -> None:
+    """Insert the row, or lock the existing row with the same key exclusively. On MySQL a no-op
+    ``ON DUPLICATE KEY UPDATE`` takes the exclusive lock at once: two transactions creating the
+    same row never both hold a shared lock and then deadlock upgrading it (as INSERT IGNORE
+    followed by SELECT … FOR UPDATE would). SQLite serialises writers anyway."""
+    if is_sqlite(conn):
+        conn.execute(sqlite.insert(table).values(values).on_conflict_do_nothing())
+        return
+    upsert = mysql.insert(table).values(values)
+    first_key = table.primary_key.columns.values()[0].name
+    conn.execute(upsert.on_duplicate_key_update({first_key: upsert.inserted[first_key]}))
+
+
+def by_primary_key(statement: Any, table: sa.Table) -> Any:
+    """A locking statement that names its rows by primary key (``id IN (…)`` plus other
+    conditions) must lock through the primary key only: left to itself the optimizer may
+    prefer a secondary index on one of the other conditions and lock other rows' entries on
+    the way, out of the lock order."""
+    return force_index(statement, table, "PRIMARY")
+
+
+def force_index(statement: Any, table: sa.Table, index: str) -> Any:
+    """Pin MySQL/MariaDB to ``index`` for a locking statement: the rows it locks, and the order
+    it locks them in, must not depend on the optimizer's view of a small table (lock order)."""
+    hint = f"FORCE INDEX ({index})"
+    for dialect in ("mysql", "mariadb"):
+        if isinstance(statement, sa.Select):
+            statement = statement.with_hint(table, hint, dialect)
+        else:
+            statement = statement.with_hint(hint, dialect_name=dialect)
+    return statement
 
 
 def is_sqlite(conn_or_engine: sa.Connection | sa.Engine) -> bool:
@@ -101,11 +167,15 @@ def _mysql_error_code(exc: sa.exc.DBAPIError) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def _is_retryable(exc: sa.exc.DBAPIError) -> bool:
+def _retry_reason(exc: sa.exc.DBAPIError) -> str | None:
     code = _mysql_error_code(exc)
-    if code in (_DEADLOCK, _LOCK_WAIT_TIMEOUT):
-        return True
-    return "database is locked" in str(exc.orig)
+    if code == _DEADLOCK:
+        return "deadlock"
+    if code == _LOCK_WAIT_TIMEOUT:
+        return "lock_wait_timeout"
+    if "database is locked" in str(exc.orig):
+        return "database_locked"
+    return None
 
 
 def run_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
@@ -129,14 +199,17 @@ def run_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
                 raise CommitOutcomeUnknown(str(exc.orig)) from exc
             if lost and attempt < MAX_TRANSACTION_ATTEMPTS:
                 # Lost before COMMIT was sent: nothing was committed, so run it again.
+                TRANSACTION_RETRIES.add("connection_lost")
                 log.info("transaction retry after lost connection", extra={"attempt": attempt})
                 continue
-            if not _is_retryable(exc) or attempt == MAX_TRANSACTION_ATTEMPTS:
-                if _is_retryable(exc):
-                    raise TransientStoreError(str(exc.orig)) from exc
+            reason = _retry_reason(exc)
+            if reason is None:
                 raise
-            log.info("transaction retry", extra={"attempt": attempt, "error": str(exc.orig)})
-            time.sleep(min(0.005 * 2**attempt, 0.2))
+            if attempt == MAX_TRANSACTION_ATTEMPTS:
+                raise TransientStoreError(str(exc.orig)) from exc
+            TRANSACTION_RETRIES.add(reason)
+            log.info("transaction retry", extra={"attempt": attempt, "reason": reason})
+            time.sleep(retry_sleep(attempt))
         finally:
             conn.close()
     raise AssertionError("unreachable")

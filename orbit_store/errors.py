@@ -27,6 +27,17 @@ class AlreadyRetried(Conflict):
         self.successor_id = successor_id
 
 
+class StaleControlVersion(Conflict):
+    """An execution gate was changed by someone else since its control version was read."""
+
+    def __init__(self, gate_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"execution gate {gate_id} is at control_version {actual}, not {expected}: it "
+            "changed since you read it; read it again and decide again"
+        )
+        self.gate_id, self.expected, self.actual = gate_id, expected, actual
+
+
 class InvalidRequest(StoreError):
     """The input is well-formed but not acceptable (bad policy values, unknown queue, …)."""
 

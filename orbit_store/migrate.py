@@ -6,6 +6,8 @@ installed as the ``orbit_migrations`` package).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -58,11 +60,31 @@ def is_current(engine: sa.Engine) -> bool:
     return current_revision(engine) == head_revision()
 
 
+@contextmanager
+def _migrating(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """One transaction for the migrations. On SQLite, foreign keys are not enforced meanwhile
+    (set outside the transaction, where SQLite allows it): a batch migration copies a table
+    that others reference, then drops the original — which enforcement would refuse. The keys
+    are checked once the migrations are done, and the transaction fails if one is broken."""
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            conn.connection.driver_connection.execute("PRAGMA foreign_keys = OFF")  # type: ignore[union-attr]
+        try:
+            with conn.begin():
+                yield conn
+                if sqlite and conn.exec_driver_sql("PRAGMA foreign_key_check").first():
+                    raise RuntimeError("a migration left a broken foreign key; rolled back")
+        finally:
+            if sqlite:
+                conn.connection.driver_connection.execute("PRAGMA foreign_keys = ON")  # type: ignore[union-attr]
+
+
 def upgrade(engine: sa.Engine, target: str = "head") -> MigrationReport:
     """Upgrade to ``target`` (idempotent: an up-to-date database is left untouched)."""
     before = current_revision(engine)
     script = ScriptDirectory.from_config(alembic_config())
-    with engine.begin() as conn:
+    with _migrating(engine) as conn:
         command.upgrade(alembic_config(conn), target)
     after = current_revision(engine)
     applied = []
@@ -74,6 +96,6 @@ def upgrade(engine: sa.Engine, target: str = "head") -> MigrationReport:
 
 def downgrade(engine: sa.Engine, target: str = "base") -> MigrationReport:
     before = current_revision(engine)
-    with engine.begin() as conn:
+    with _migrating(engine) as conn:
         command.downgrade(alembic_config(conn), target)
     return MigrationReport(before=before, after=current_revision(engine))

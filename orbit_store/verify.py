@@ -9,15 +9,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .pulse.bookkeeping import BOOKKEEPING_CHECKS
+from .pulse.bookkeeping import ids as _ids
+from .pulse.bookkeeping import scoped as _scoped
 from .pulse.model import LEGAL_TRANSITIONS, TaskState
-from .schema import (
-    concurrency_permits,
-    schedule_occurrences,
-    schedules,
-    task_attempts,
-    task_events,
-    tasks,
-)
+from .schema import schedule_occurrences, schedules, task_attempts, task_events, tasks
 from .weave.invariants import WORKFLOW_CHECKS
 
 LIVE_ATTEMPT = ("LEASED", "RUNNING")
@@ -54,14 +50,6 @@ class VerifyReport:
                 for name, c in self.checks.items()
             },
         }
-
-
-def _scoped(query: sa.Select[Any], table: sa.Table, namespace: str | None) -> sa.Select[Any]:
-    return query if namespace is None else query.where(table.c.namespace == namespace)
-
-
-def _ids(conn: sa.Connection, query: sa.Select[Any]) -> list[str]:
-    return [str(row[0]) for row in conn.execute(query)]
 
 
 def _multiple_live_attempts(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -163,25 +151,6 @@ def _broken_event_chain(conn: sa.Connection, ns: str | None) -> list[str]:
     return broken
 
 
-def _permit_held_by_finished_attempt(conn: sa.Connection, ns: str | None) -> list[str]:
-    query = (
-        sa.select(concurrency_permits.c.attempt_id)
-        .join(task_attempts, task_attempts.c.id == concurrency_permits.c.attempt_id)
-        .where(task_attempts.c.state == "FINISHED")
-    )
-    return _ids(conn, _scoped(query, concurrency_permits, ns))
-
-
-def _permits_over_limit(conn: sa.Connection, ns: str | None) -> list[str]:
-    query = (
-        sa.select(concurrency_permits.c.concurrency_key)
-        .join(tasks, tasks.c.id == concurrency_permits.c.task_id)
-        .group_by(concurrency_permits.c.namespace, concurrency_permits.c.concurrency_key)
-        .having(sa.func.count() > sa.func.max(tasks.c.concurrency_limit))
-    )
-    return _ids(conn, _scoped(query, concurrency_permits, ns))
-
-
 def _multiple_retry_successors(conn: sa.Connection, ns: str | None) -> list[str]:
     query = (
         sa.select(tasks.c.retry_of)
@@ -264,12 +233,6 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
         "events that do not chain or are illegal moves",
         _broken_event_chain,
     ),
-    "permit_held_by_finished_attempt": (
-        "2",
-        "a concurrency permit held by a finished attempt",
-        _permit_held_by_finished_attempt,
-    ),
-    "permits_over_limit": ("2", "more permits than the concurrency limit", _permits_over_limit),
     "multiple_retry_successors": (
         "8",
         "more than one direct retry successor",
@@ -292,6 +255,9 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
     ),
     **WORKFLOW_CHECKS,
 }
+
+
+CHECKS.update(BOOKKEEPING_CHECKS)  # wait paths, semaphores, quota counters (pulse/bookkeeping.py)
 
 
 def verify(conn: sa.Connection, namespace: str | None = None) -> VerifyReport:

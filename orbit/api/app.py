@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 from orbit import __version__
 from orbit.engines.deliveries import WebhookSender
 from orbit.engines.loop import EngineLoop
+from orbit.engines.promoter import promoter_pass
 from orbit.engines.reaper import reaper_pass
 from orbit.engines.scheduler import scheduler_pass
 from orbit.engines.weave_inbox import inbox_pass
@@ -80,6 +81,12 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
                 ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
             ).run_pass,
             ctx.settings.timer_interval,
+            on_error,
+        ),
+        EngineLoop(
+            "promoter",
+            lambda: promoter_pass(ctx.engine, ctx.metrics),
+            ctx.settings.reaper_interval,
             on_error,
         ),
     ]

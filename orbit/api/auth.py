@@ -1,7 +1,8 @@
 """Bearer-token authentication and namespace/role authorisation for every request.
 
 Tokens are looked up by their sha256 hash. A short cache keeps the lookup off the hot path; a
-revoked token stops working within ``CACHE_SECONDS``.
+revoked token stops working within ``CACHE_SECONDS``. A token registered in several namespaces
+(token hashes are unique per namespace only) is resolved by the namespace the request names.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from orbit_store.credentials import Credential, Role, authenticate, hash_api_token
+from orbit_store.credentials import Credential, Role, hash_api_token, live_credentials
 
 from .problems import ApiProblem
 
@@ -21,21 +22,21 @@ CACHE_SECONDS = 5.0
 
 class TokenCache:
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, Credential | None]] = {}
+        self._entries: dict[str, tuple[float, list[Credential]]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> tuple[bool, Credential | None]:
+    def get(self, key: str) -> list[Credential] | None:
         with self._lock:
             entry = self._entries.get(key)
         if entry is None or entry[0] < time.monotonic():
-            return False, None
-        return True, entry[1]
+            return None
+        return entry[1]
 
-    def put(self, key: str, credential: Credential | None) -> None:
+    def put(self, key: str, found: list[Credential]) -> None:
         with self._lock:
             if len(self._entries) > 10_000:
                 self._entries.clear()
-            self._entries[key] = (time.monotonic() + CACHE_SECONDS, credential)
+            self._entries[key] = (time.monotonic() + CACHE_SECONDS, found)
 
 
 def current_credential(
@@ -46,14 +47,25 @@ def current_credential(
     token = authorization[7:].strip()
     cache: TokenCache = request.app.state.token_cache
     key = hash_api_token(token)
-    hit, credential = cache.get(key)
-    if not hit:
+    found = cache.get(key)
+    if found is None:
         with request.app.state.engine.connect() as conn:
-            credential = authenticate(conn, token)
-        cache.put(key, credential)
-    if credential is None:
+            found = live_credentials(conn, token)
+        cache.put(key, found)
+    if not found:
         raise ApiProblem(401, "unauthorized", "the token is unknown, expired or revoked")
-    return credential
+    if len(found) == 1:
+        return found[0]
+    named = request.path_params.get("namespace")
+    for credential in found:
+        if credential.namespace == named:
+            return credential
+    raise ApiProblem(
+        401,
+        "unauthorized",
+        "this token is registered in several namespaces and this request names none of them; "
+        "use a token of one namespace only",
+    )
 
 
 CurrentCredential = Annotated[Credential, Depends(current_credential)]

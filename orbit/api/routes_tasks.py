@@ -15,7 +15,7 @@ from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse import queries, service
 from orbit_store.pulse.cancel import cancel_task
-from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety
+from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.submit import SubmitRequest
 
@@ -41,7 +41,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 
 def _detail(ctx: AppContext, namespace: str, task_id: str) -> queries.TaskDetail:
     with ctx.engine.connect() as conn:
-        detail = queries.get_task(conn, namespace, task_id)
+        detail = queries.get_task(conn, namespace, task_id)  # with routing for WAITING tasks
     if detail is None:
         raise ApiProblem(404, "not-found", f"task {task_id} not found in namespace {namespace!r}")
     return detail
@@ -115,8 +115,8 @@ def submit(
     ).inc()
     if result.replayed:
         response.status_code = 200
-    else:
-        ctx.wakeups.notify(namespace)
+    elif result.wait_path is WaitPath.READY:
+        ctx.wakeups.notify(namespace, body.queue, body.handler)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
     return _task(ctx, namespace, result.task_id, replayed=result.replayed)
 
@@ -265,6 +265,8 @@ def retry(
             safe_to_retry=body.safe_to_retry,
         ),
     )
-    ctx.wakeups.notify(namespace)
+    task = _task(ctx, namespace, result.task_id)
+    if result.wait_path is WaitPath.READY:
+        ctx.wakeups.notify(namespace, task.queue, task.handler)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
-    return _task(ctx, namespace, result.task_id)
+    return task

@@ -4,7 +4,7 @@ complete. Every call is scoped to the token's namespace; attempts need their sec
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import datetime as dt
 import functools
 import time
 from typing import Annotated
@@ -14,8 +14,8 @@ from fastapi import APIRouter, Path, Request, Response
 
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
-from orbit_store.pulse import sessions
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse import service, sessions
+from orbit_store.pulse.claim import Claimant, claim_tasks, require_active_session
 from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.heartbeat import renew_leases
 from orbit_store.pulse.model import (
@@ -27,6 +27,7 @@ from orbit_store.pulse.model import (
     Safety,
     StartRefusal,
 )
+from orbit_store.pulse.probe import Outlook, outlook
 from orbit_store.pulse.start import start_attempt
 
 from . import limits, schemas
@@ -64,6 +65,7 @@ def _session(ctx: AppContext, view: sessions.WorkerSession) -> schemas.Session:
         state=view.state,
         expires_at=view.expires_at,
         heartbeat_interval_seconds=ctx.settings.heartbeat_interval,
+        handlers=view.handlers,
     )
 
 
@@ -77,8 +79,10 @@ def _session(ctx: AppContext, view: sessions.WorkerSession) -> schemas.Session:
 def create_session(
     body: schemas.SessionCreate, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.Session:
+    """A worker that names ``handlers`` is granted only their tasks; re-registering a worker
+    name closes its older live session."""
     authorize(credential, body.namespace, Role.WORK)
-    view = run_transaction(
+    view = service.register(
         ctx.engine,
         functools.partial(
             sessions.register_session,
@@ -88,6 +92,7 @@ def create_session(
             ttl_seconds=body.ttl_seconds,
             pod_uid=body.pod_uid,
             require_registered_pod=ctx.settings.require_registered_pods,
+            handlers=body.handlers,
         ),
     )
     return _session(ctx, view)
@@ -107,7 +112,13 @@ async def lease(
     ctx: Ctx,
 ) -> schemas.LeaseBatch:
     """Returns as soon as at least one task is leased, or after ``wait_seconds`` with none.
-    A submission to this namespace in this server wakes the request within milliseconds."""
+
+    A submission to this server of a task this session can run wakes the request within
+    milliseconds (one waiting request per task). While nothing is due the request runs no
+    claim transaction: it sleeps until a wake-up, the next scheduled task's due time or the
+    poll interval, then asks a read-only probe whether a claim would find anything. Tasks
+    granted to a client that has disconnected meanwhile are handed back at once, their
+    attempt not spent."""
     namespace = _worker(credential)
     deadline = time.monotonic() + body.wait_seconds
     claim = functools.partial(
@@ -117,20 +128,67 @@ async def lease(
         limit=body.max_tasks,
         worker_session_id=session_id,
     )
+    claimant = await anyio.to_thread.run_sync(_claimant, ctx, namespace, session_id)
+    grants: list[LeaseGrant] = []
+    should_claim = True  # a worker asks when it has room: try at once
     while True:
-        woken = ctx.wakeups.waiter(namespace)
+        woken = ctx.wakeups.waiter(namespace, claimant.queues, claimant.handlers)
         try:
-            grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
+            next_due = None
+            if not should_claim:
+                seen = await anyio.to_thread.run_sync(_outlook, ctx, namespace, claimant)
+                should_claim, next_due = seen.ready, _seconds_until(seen.next_due_at, seen.now)
+            if should_claim:
+                grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
             remaining = deadline - time.monotonic()
             if grants or remaining <= 0 or await request.is_disconnected():
                 break
-            timeout = min(remaining, ctx.settings.lease_poll_interval)
-            with contextlib.suppress(TimeoutError):
+            timeout = min(remaining, ctx.settings.lease_poll_interval, next_due or remaining)
+            try:
                 await asyncio.wait_for(asyncio.shield(woken), timeout)
+                should_claim = True  # a task for us was submitted here
+            except TimeoutError:
+                should_claim = False  # probe first
         finally:
             woken.cancel()
+    if grants and await request.is_disconnected():
+        await anyio.to_thread.run_sync(_hand_back, ctx, namespace, grants)
+        return schemas.LeaseBatch(leases=[])
     _observe_dispatch(ctx, grants)
     return schemas.LeaseBatch(leases=[schemas.Lease.model_validate(g) for g in grants])
+
+
+def _claimant(ctx: AppContext, namespace: str, session_id: str) -> Claimant:
+    with ctx.engine.connect() as conn:
+        return require_active_session(conn, namespace, session_id, lock=False)
+
+
+def _outlook(ctx: AppContext, namespace: str, claimant: Claimant) -> Outlook:
+    with ctx.engine.connect() as conn:
+        return outlook(conn, namespace, claimant)
+
+
+def _seconds_until(instant: dt.datetime | None, now: dt.datetime) -> float | None:
+    if instant is None:
+        return None
+    return max((instant - now).total_seconds(), 0.0) + 0.001
+
+
+def _hand_back(ctx: AppContext, namespace: str, grants: list[LeaseGrant]) -> None:
+    """Each grant back to WAITING in its own transaction (RELEASED: the attempt is not spent)."""
+    for grant in grants:
+        run_transaction(
+            ctx.engine,
+            functools.partial(
+                complete_attempt,
+                namespace=namespace,
+                attempt_id=grant.attempt_id,
+                token=grant.token,
+                outcome=Outcome.RELEASED,
+                release_reason="handed back: the lease request's client had disconnected",
+            ),
+        )
+    ctx.metrics.handed_back.labels(namespace).inc(len(grants))
 
 
 def _observe_dispatch(ctx: AppContext, grants: list[LeaseGrant]) -> None:

@@ -56,7 +56,8 @@ def _workflow(ctx: AppContext, namespace: str, instance_id: str, **extra: Any) -
 
 def _record(ctx: AppContext, report: AdvanceReport) -> None:
     ctx.metrics.workflows.record(report)
-    ctx.wakeups.notify(report.namespace)  # new step tasks may be waiting for workers
+    for queue, handler in report.ready_tasks:  # new step tasks: wake a worker for each
+        ctx.wakeups.notify(report.namespace, queue, handler)
 
 
 @router.post(

@@ -4,13 +4,14 @@ SDK (``orbit_sdk``) mirrors; extend it, don't break it."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 Safety = Literal["safe", "unsafe"]
+WaitingReason = Literal["ready", "scheduled", "gate_closed", "concurrency_limit"]
 TaskStateName = Literal[
     "WAITING", "LEASED", "RUNNING", "SUCCEEDED", "FAILED", "NEEDS_REVIEW", "CANCELLED"
 ]
@@ -88,6 +89,18 @@ class Task(Out):
     result: Any
     error: Any
     replayed: bool = Field(False, description="True when an idempotent submit found this task.")
+    waiting_reason: WaitingReason | None = Field(
+        None,
+        description="Why a WAITING task waits: ready (to be leased), scheduled (until "
+        "available_at), gate_closed (its workflow is paused), concurrency_limit (its "
+        "concurrency key has no free permit). Null for other states.",
+    )
+    runnable_by_live_worker: bool | None = Field(
+        None,
+        description="For a WAITING task in GET and list responses: whether a live worker "
+        "session serves its queue and runs its handler. false: it will not start until one "
+        "does. Null otherwise.",
+    )
 
 
 class Attempt(Out):
@@ -163,6 +176,13 @@ class SessionCreate(Strict):
     namespace: str = Field(..., pattern=NAME_PATTERN, max_length=63)
     worker_name: str = Field(..., min_length=1, max_length=255)
     queues: list[str] = Field(default_factory=lambda: ["default"], min_length=1, max_length=50)
+    handlers: list[Annotated[str, Field(min_length=1, max_length=255)]] | None = Field(
+        None,
+        max_length=500,
+        description="The handlers this worker runs: it is granted only their tasks. Omitted "
+        "(older clients): any handler.",
+        examples=[["shop.send_receipt", "shop.refund"]],
+    )
     ttl_seconds: int = Field(60, ge=5, le=3600)
     pod_uid: str | None = Field(None, max_length=64)
 
@@ -175,6 +195,7 @@ class Session(Out):
     state: str
     expires_at: dt.datetime
     heartbeat_interval_seconds: float = 10.0
+    handlers: list[str] | None = None
 
 
 class LeaseRequest(Strict):

@@ -1,33 +1,59 @@
-"""In-process wake-ups for long-polling workers: a submission wakes the namespace's waiting
-lease requests within milliseconds. Other replicas rely on the poll interval."""
+"""In-process wake-ups for long-polling workers.
+
+A waiting lease request registers what it can take (its session's queues and handlers). A
+submission of a READY task wakes as many matching waiters as tasks it made READY — the ones
+that have waited longest — not every waiter of the namespace. Other replicas' submissions, and
+tasks made READY by other paths (a retry falling due, a permit or gate released), are found by
+the waiters' periodic read-only probe (``orbit_store.pulse.probe``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from dataclasses import dataclass
+
+
+@dataclass(eq=False)
+class Waiter:
+    queues: frozenset[str]
+    handlers: frozenset[str] | None  # None: any handler
+    future: asyncio.Future[None]
+
+    def wants(self, queue: str, handler: str) -> bool:
+        return queue in self.queues and (self.handlers is None or handler in self.handlers)
 
 
 class Wakeups:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        # Insertion-ordered: the first waiters registered are woken first.
+        self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def waiter(self, namespace: str) -> asyncio.Future[None]:
+    def waiter(
+        self, namespace: str, queues: list[str], handlers: list[str] | None
+    ) -> asyncio.Future[None]:
         """Register before looking for work, so a submission in between is not missed."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters[namespace].add(future)
-        future.add_done_callback(lambda f: self._waiters[namespace].discard(f))
+        waiter = Waiter(
+            frozenset(queues), None if handlers is None else frozenset(handlers), future
+        )
+        self._waiters[namespace][waiter] = None
+        future.add_done_callback(lambda _f: self._waiters[namespace].pop(waiter, None))
         return future
 
-    def notify(self, namespace: str) -> None:
-        """Thread-safe: called from request threads after a submission commits."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._wake, namespace)
+    def notify(self, namespace: str, queue: str, handler: str, count: int = 1) -> None:
+        """Thread-safe: called from request threads after ``count`` tasks became READY."""
+        if count > 0 and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake, namespace, queue, handler, count)
 
-    def _wake(self, namespace: str) -> None:
-        for future in list(self._waiters.get(namespace, ())):
-            if not future.done():
-                future.set_result(None)
+    def _wake(self, namespace: str, queue: str, handler: str, count: int) -> None:
+        for waiter in list(self._waiters.get(namespace, {})):
+            if count == 0:
+                return
+            if not waiter.future.done() and waiter.wants(queue, handler):
+                waiter.future.set_result(None)
+                count -= 1

@@ -45,6 +45,26 @@ EVENT_COLUMNS = [
 ]
 
 #: What a person can do about a task in this state.
+#: Why a WAITING task waits (the API's ``waiting_reason``), in words.
+WAITING_REASONS = {
+    "ready": "ready to be leased",
+    "scheduled": "scheduled: not due before available_at",
+    "gate_closed": "its execution gate is closed (its workflow is paused)",
+    "concurrency_limit": "its concurrency key has no free permit",
+}
+
+
+def waiting(task: Task) -> str:
+    """Why a WAITING task waits, and whether any live worker can run it at all."""
+    why = WAITING_REASONS.get(task.waiting_reason or "", task.waiting_reason or "")
+    if task.runnable_by_live_worker is False:
+        why += (
+            f"; no live worker serves queue {task.queue!r} with handler {task.handler!r}: it "
+            "will not start until one does"
+        )
+    return why
+
+
 NEXT_STEP = {
     "NEEDS_REVIEW": "settle it: orbit task review {id} --decision succeeded|failed --reason … "
     "--evidence … --expected-version {version} --execution-ended",
@@ -73,6 +93,8 @@ def describe_task(task: Task, wide: bool) -> None:
     ]
     if isinstance(task, TaskDetail):
         pairs.append(("reason", state_reason(task)))
+    if task.state == "WAITING":
+        pairs.append(("waiting", waiting(task)))
     step = NEXT_STEP.get(task.state)
     if step and not task.retry_of:
         pairs.append(("next", step.format(id=task.id, version=task.state_version)))

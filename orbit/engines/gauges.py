@@ -23,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from orbit_store.pulse.backlog import read_backlog
+from orbit_store.pulse.routing import unrunnable_counts
 
 log = logging.getLogger("orbit.engines.gauges")
 
@@ -31,7 +32,8 @@ STALE_AFTER = 3  # intervals
 
 
 def backlog_gauges(conn: sa.Connection) -> list[Metric]:
-    """Queue depth by live state, oldest due WAITING age per queue, live worker sessions."""
+    """Queue depth by live state, oldest due WAITING age per queue, WAITING tasks no live worker
+    can run, live worker sessions."""
     backlog = read_backlog(conn)
     return [
         gauge(
@@ -45,6 +47,13 @@ def backlog_gauges(conn: sa.Connection) -> list[Metric]:
             "Age of the oldest due WAITING task per queue (0 when none is due yet), from MySQL.",
             ["namespace", "queue"],
             (([o.namespace, o.queue], o.age_seconds) for o in backlog.oldest_waiting),
+        ),
+        gauge(
+            "orbit_tasks_unrunnable",
+            "WAITING tasks that no live worker session can run (their queue is not served or "
+            "nobody runs their handler): they will not start until such a worker comes.",
+            ["namespace", "queue"],
+            (([namespace, queue], count) for namespace, queue, count in unrunnable_counts(conn)),
         ),
         gauge(
             "orbit_worker_sessions",

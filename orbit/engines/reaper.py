@@ -11,6 +11,8 @@ from orbit_store.pulse.service import ReapReport, reap
 
 def reaper_pass(engine: sa.Engine, metrics: Metrics) -> ReapReport:
     report = reap(engine)
+    if report.errors:
+        metrics.engine_item_errors.labels("reaper").inc(report.errors)
     if report.leases_lapsed:
         metrics.lease_expiries.inc(report.leases_lapsed)
     for decision in report.decisions:

@@ -5,10 +5,10 @@ live-instance and signal-backlog gauges from MySQL every few passes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from orbit.engines.weave_inbox import Notify, wake_for
 from orbit.metrics import Metrics
 from orbit_store.db import run_transaction
 from orbit_store.weave.queries import live_counts
@@ -19,7 +19,7 @@ GAUGE_SECONDS = 10.0
 
 class TimerLoop:
     def __init__(
-        self, engine: sa.Engine, metrics: Metrics, notify: Callable[[str], None], workers: int = 4
+        self, engine: sa.Engine, metrics: Metrics, notify: Notify, workers: int = 4
     ) -> None:
         self.engine, self.metrics, self.notify, self.workers = engine, metrics, notify, workers
         self._gauges_at = 0.0
@@ -28,8 +28,7 @@ class TimerLoop:
         report = timer_pass(self.engine, limit=200, workers=self.workers)
         for advanced in report.reports:
             self.metrics.workflows.record(advanced)
-        for namespace in {r.namespace for r in report.reports if r.step_changes}:
-            self.notify(namespace)
+        wake_for(report.reports, self.notify)
         if report.failures:
             self.metrics.engine_errors.labels("weave-timers").inc(report.failures)
         if time.monotonic() - self._gauges_at >= GAUGE_SECONDS:

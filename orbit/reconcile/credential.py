@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import utc_now
 from orbit_store.credentials import delete_credential, put_credential_token
+from orbit_store.errors import Conflict
 from orbit_store.schema import credentials
 
 from .resource import SECRET_NOT_FOUND, Deletion, InvalidSpec, Outcome, Resource
@@ -42,14 +43,17 @@ def reconcile(conn: sa.Connection, resource: Resource, secret: dict[str, str] | 
             f"the token in Secret {ref['name']!r} is shorter "
             f"than {MIN_TOKEN_LENGTH} characters; use a random one",
         )
-    changed = put_credential_token(
-        conn,
-        namespace=resource.namespace,
-        name=resource.name,
-        roles=resource.spec["roles"],
-        token=token,
-        source=resource.source,
-    )
+    try:
+        changed = put_credential_token(
+            conn,
+            namespace=resource.namespace,
+            name=resource.name,
+            roles=resource.spec["roles"],
+            token=token,
+            source=resource.source,
+        )
+    except Conflict as exc:  # a spec problem: retrying cannot fix it
+        raise InvalidSpec("spec.secretRef", str(exc)) from exc
     roles = " ".join(sorted(resource.spec["roles"]))
     return Outcome(changed=changed, message=f"token accepted with roles {roles}")
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.cancel import cancel_tasks
 from orbit_store.pulse.model import QueuePolicy, RetryPolicy, Safety
 from orbit_store.pulse.queues import (
     begin_queue_deletion,
     delete_queue,
+    lock_queue,
     put_queue,
     queue_counts,
     undeclared_queues,
@@ -87,7 +88,12 @@ def reconcile(conn: sa.Connection, resource: Resource) -> Outcome:
 
 
 def delete(conn: sa.Connection, resource: Resource) -> Deletion:
+    """One transaction. It locks the queue row first: submissions hold it shared, so the count
+    below sees every task accepted before, and any submission after finds the queue draining
+    or gone — a 201 never names a task stranded in a deleted queue."""
     policy = resource.spec["deletionPolicy"]
+    if not lock_queue(conn, resource.namespace, resource.name):
+        return Deletion(done=True, message="queue removed")
     if policy != "Block":
         begin_queue_deletion(conn, resource.namespace, resource.name)
     if policy == "Cancel":
@@ -126,11 +132,10 @@ def _cancel_some(conn: sa.Connection, resource: Resource) -> None:
         .scalars()
         .all()
     )
-    for task_id in ids:
-        cancel_task(
-            conn,
-            namespace=resource.namespace,
-            task_id=task_id,
-            actor=OPERATOR_ACTOR,
-            reason=f"queue {resource.name} deleted with deletionPolicy Cancel",
-        )
+    cancel_tasks(
+        conn,
+        namespace=resource.namespace,
+        task_ids=list(ids),
+        actor=OPERATOR_ACTOR,
+        reason=f"queue {resource.name} deleted with deletionPolicy Cancel",
+    )

@@ -3,8 +3,8 @@
 The operator and `orbit apply` reconcile the same manifests through the same functions, so for
 the same manifests they must leave the same rows; this is the view both are compared by. Only the
 meaning is kept: ids, timestamps, who applied it (``source``, ``spec_generation``) and runtime
-state (a quota's token bucket, a queue's drain start, a schedule's progress) are left out; a
-credential keeps its token hash and whether it is revoked.
+state (a quota's token bucket and counters, a queue's drain start, a schedule's progress) are left
+out; a credential keeps its token hash and whether it is revoked.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ IGNORED = frozenset(
         "rate_refilled_at",
         "next_fire_at",
         "last_fire_at",
+        "waiting",  # a quota's counters of the tasks it counts
+        "running",
     }
 )
 

@@ -2,13 +2,38 @@
 
 One module per transaction family; each public function is one short transaction over a
 connection the caller opened (``orbit_store.db.run_transaction`` adds deadlock retries) and
-returns a typed result.
+returns a typed result. Every transaction touches one namespace.
 
-Lock order, kept by every transaction so two of them never wait on each other in a cycle:
+The lock order, kept by every transaction so two of them never wait on each other in a cycle
+(``tests/store/test_lock_order.py`` runs them all at once and counts deadlocks: zero):
 
-    worker session (shared) → quota rows → task rows (by id) → execution gate (shared)
-    → concurrency key rows (sorted) → attempt rows → permits → events / audit (inserts only)
+    1. namespace row, queue row         shared by submissions; exclusive when a quota adopts
+                                        its scope or a queue is deleted
+    2. worker pod, then worker session  shared by registration / by claims, starts, renewals;
+                                        exclusive when a session ends
+    3. execution gates (by id)          shared where a task is placed or started (read before
+                                        the task: a task's gate_id never changes); exclusive
+                                        in gates.set_gate
+    4. task rows (by id)                claims take theirs with SKIP LOCKED
+    5. attempt rows (by id)
+    6. concurrency key rows (by key)
+    7. other tasks a key releases       SKIP LOCKED
+    8. permit rows                      only ever touched under their task's row lock
+    9. quota rows (by id)               claims lock theirs before their SKIP LOCKED task scan
+    10. inserts: attempts, events, result events, audit, submission keys
 
-Heartbeats lock only the attempt row; because every path that supersedes an attempt updates
-that same row first under the task lock, a renewal and a takeover serialise on it.
+Two rules make this hold in practice, beyond the order itself:
+
+- A lock taken with SKIP LOCKED never waits, so it cannot close a cycle: claims take quota
+  rows and then skip-lock tasks, and keys hand permits to skip-locked blocked tasks.
+- Rows are locked through their primary key (``db.by_primary_key``): a waiting locking read
+  through a secondary index locks that index's entries first, and deadlocks with transactions
+  that hold the row and change that index. Sets of rows are found by a plain read, then locked
+  by id in id order and checked again. Foreign keys whose index includes a column that changes
+  would take a hidden shared lock on the parent row at every change; their indexes hold the
+  key column alone (``ix_tasks_gate``, ``ix_task_attempts_by_session``).
+
+A transaction that changes several tasks (a queue cancelled on deletion) locks, before the
+first change, everything the changes will need, kind by kind in this order
+(``cancel.cancel_tasks``).
 """

@@ -1,4 +1,5 @@
-"""Attempt rows: secret-token hashing and the guarded update that ends an attempt exactly once."""
+"""Attempt rows: secret-token hashing and the guarded update that ends an attempt exactly once.
+(Concurrency permits belong to tasks, not attempts: ``transition`` releases them.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.schema import concurrency_permits, task_attempts
+from orbit_store.schema import task_attempts, tasks
 
 from .model import AttemptOutcome, AttemptState
 
@@ -30,9 +31,12 @@ def lock_attempt(conn: sa.Connection, attempt_id: str) -> sa.Row[Any] | None:
 
 
 def find_attempt(conn: sa.Connection, namespace: str, attempt_id: str) -> sa.Row[Any] | None:
-    """Non-locking read, used to learn which task to lock first (lock order: task → attempt)."""
-    query = sa.select(task_attempts).where(
-        task_attempts.c.id == attempt_id, task_attempts.c.namespace == namespace
+    """Non-locking read of the attempt and its task's gate (a gate_id never changes), used to
+    learn what to lock first (lock order: gate → task → attempt)."""
+    query = (
+        sa.select(task_attempts, tasks.c.gate_id)
+        .join(tasks, tasks.c.id == task_attempts.c.task_id)
+        .where(task_attempts.c.id == attempt_id, task_attempts.c.namespace == namespace)
     )
     return conn.execute(query).one_or_none()
 
@@ -47,12 +51,10 @@ def finish_attempt(
     result: Any = None,
     error: Any = None,
     only_if_expired: bool = False,
-    holds_permit: bool = True,
 ) -> bool:
     """End a live attempt. Returns False when it was already finished (or, with
     ``only_if_expired``, when a renewal extended its lease meanwhile). Outcomes are never
-    overwritten: the WHERE clause only matches a live attempt. ``holds_permit=False`` (the task
-    has no concurrency key) skips the permit release statement."""
+    overwritten: the WHERE clause only matches a live attempt."""
     conditions = [
         task_attempts.c.id == attempt_id,
         task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
@@ -71,13 +73,4 @@ def finish_attempt(
             error=error,
         )
     )
-    if updated.rowcount == 1:
-        if holds_permit:
-            release_permits(conn, attempt_id)
-        return True
-    return False
-
-
-def release_permits(conn: sa.Connection, attempt_id: str) -> None:
-    """Concurrency permits are released on every path that ends an attempt (seed §3)."""
-    conn.execute(concurrency_permits.delete().where(concurrency_permits.c.attempt_id == attempt_id))
+    return bool(updated.rowcount == 1)

@@ -1,43 +1,54 @@
 """Claiming due tasks (seed §5 "领取"): one transaction grants up to N tasks of the given queues.
 
-Invariant 2: within one state_version a task has at most one valid grant. Rows are picked with
-``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other's rows) and moved WAITING → LEASED by
-a conditional UPDATE whose row count is checked. Each grant gets a new attempt whose generation
-(the fencing number) is the state_version the grant created — so it strictly increases and names
-the one version the grant is valid for — and a random secret token stored only as a hash.
-Queue pause, execution gates (read under a shared lock, inv. 12), the max-running quota and
-concurrency-key permits are all checked inside the same transaction.
+Invariant 2: within one state_version a task has at most one valid grant. Claims read only the
+READY path (``paths``), lane by lane (``lanes``: only the handlers the worker session runs),
+with ``FOR UPDATE SKIP LOCKED`` (claimers never wait on each other's rows), and move the rows
+WAITING → LEASED by one conditional UPDATE whose row count is checked. Each grant gets a new
+attempt whose generation (the fencing number) is the state_version the grant created — so it
+strictly increases and names the one version the grant is valid for — and a random secret
+token stored only as a hash.
+
+Everything that could refuse a READY task was settled before it became READY: its gate was
+open (a gate closing moves it off the path, inv. 12; start checks the gate again) and it holds
+its concurrency permit. What a claim still checks: the session is live and ACTIVE (shared lock),
+the queue is not paused, the deadline has not passed, and the max-running quotas — whose rows
+it locks only when it grants a counted task. Due SCHEDULED tasks of its queues are promoted
+first, so a task is claimable the moment it falls due.
+
+Lock order here: session (shared) → gates (shared, promotion) → task rows (SKIP LOCKED, never
+waited for) → concurrency keys (promotion) → quota rows (queue order) → inserts.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
+from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id, new_secret
-from orbit_store.schema import (
-    concurrency_keys,
-    concurrency_permits,
-    execution_gates,
-    queues,
-    quotas,
-    task_attempts,
-    task_events,
-    tasks,
-    worker_sessions,
-)
+from orbit_store.schema import queues, task_attempts, task_events, tasks, worker_sessions
 
-from . import quota
+from . import lanes, quota
 from .attempts import hash_token
 from .model import DEFAULT_QUEUE, AttemptState, LeaseGrant, Safety, TaskState
+from .promote import promote_due
 from .transitions import transition
 
 MAX_CLAIM_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """Who claims: the queues to serve and the handlers it runs (None: any handler)."""
+
+    queues: list[str]
+    handlers: list[str] | None
 
 
 def claim_tasks(
@@ -48,37 +59,52 @@ def claim_tasks(
     limit: int,
     worker_session_id: str | None = None,
 ) -> list[LeaseGrant]:
-    """Lease up to ``limit`` due WAITING tasks from ``queues_`` (in queue-priority order);
-    ``queues_=None`` means the queues the worker session registered for."""
+    """Lease up to ``limit`` due WAITING tasks from ``queues_`` (in queue-priority order) that
+    the worker session can run; ``queues_=None`` means the queues the session registered for."""
     if not 1 <= limit <= MAX_CLAIM_BATCH:
         raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIM_BATCH}")
+    claimant = Claimant(queues_ or [], None)
     if worker_session_id is not None:
-        session_queues = _require_active_session(conn, namespace, worker_session_id)
-        queues_ = session_queues if queues_ is None else queues_
-    if not queues_:
+        claimant = require_active_session(conn, namespace, worker_session_id, queues_)
+    if not claimant.queues:
         raise InvalidRequest("name at least one queue to claim from")
-    claimable, has_running_quota, now = _claimable_queues(conn, namespace, queues_)
-    grants: list[LeaseGrant] = []
+    claimable, now = claimable_queues(conn, namespace, claimant.queues)
+    if not claimable:
+        return []
+    promote_due(conn, namespace=namespace, now=now, queues=claimable)
+    candidates: list[sa.Row[Any]] = []
     for queue in claimable:
-        room = limit - len(grants)
-        if room <= 0:
+        if len(candidates) >= limit:
             break
-        capacity = quota.running_capacity(conn, namespace, queue) if has_running_quota else None
-        if capacity is not None:
-            room = min(room, capacity)
-        if room > 0:
-            grants += _claim_from_queue(conn, namespace, queue, room, worker_session_id, now)
-    return grants
+        candidates += lanes.lock_ready(
+            conn, namespace, queue, claimant.handlers, limit - len(candidates)
+        )
+    if not candidates:
+        return []
+    room = _running_room(conn, namespace, candidates)
+    granted = [
+        t for t in _fail_overdue(conn, candidates, now) if not t.quota_counted or room.take(t.queue)
+    ]
+    if not granted:
+        return []
+    return _grant(conn, granted, worker_session_id, now)
 
 
-def _require_active_session(conn: sa.Connection, namespace: str, session_id: str) -> list[str]:
-    """The session's queues. Shared lock: a concurrent revoke waits until this claim commits,
-    then lapses its leases."""
-    row = conn.execute(
-        sa.select(worker_sessions.c.state, worker_sessions.c.queues)
-        .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
-        .with_for_update(read=True)
-    ).one_or_none()
+def require_active_session(
+    conn: sa.Connection,
+    namespace: str,
+    session_id: str,
+    queues_: list[str] | None = None,
+    *,
+    lock: bool = True,
+) -> Claimant:
+    """The session's queues (unless given) and handlers. Shared lock (a claim): a concurrent
+    revoke waits until this claim commits, then lapses its leases. ``lock=False``: a plain read
+    (the long-poll's probe)."""
+    query = sa.select(
+        worker_sessions.c.state, worker_sessions.c.queues, worker_sessions.c.handlers
+    ).where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
+    row = conn.execute(query.with_for_update(read=True) if lock else query).one_or_none()
     if row is None:
         raise NotFound(f"worker session {session_id} not found in namespace {namespace!r}")
     if row.state != "ACTIVE":
@@ -86,28 +112,20 @@ def _require_active_session(conn: sa.Connection, namespace: str, session_id: str
             f"worker session {session_id} is {row.state}: only ACTIVE sessions lease "
             "tasks; register a new session"
         )
-    return list(row.queues)
+    handlers = None if row.handlers is None else list(row.handlers)
+    return Claimant(list(row.queues) if queues_ is None else queues_, handlers)
 
 
-def _claimable_queues(
+def claimable_queues(
     conn: sa.Connection, namespace: str, names: list[str]
-) -> tuple[list[str], bool, dt.datetime]:
-    """Declared (or implicit default), unpaused queues in queue-priority order, whether any
-    max-running quota exists in the namespace, and the database time — in one round trip
-    (a one-row derived table outer-joined to the queues, so it answers even with none)."""
-    running_quotas = (
-        sa.select(sa.func.count())
-        .where(quotas.c.namespace == namespace, quotas.c.max_running.is_not(None))
-        .scalar_subquery()
-    )
+) -> tuple[list[str], dt.datetime]:
+    """Declared (or implicit default), unpaused queues in queue-priority order, and the
+    database time — in one round trip (a one-row derived table outer-joined to the queues,
+    so it answers even with none)."""
     one = sa.select(sa.literal(1).label("one")).subquery("one")
     rows = conn.execute(
         sa.select(
-            utc_now().label("db_now"),
-            running_quotas.label("running_quotas"),
-            queues.c.name,
-            queues.c.paused,
-            queues.c.priority,
+            utc_now().label("db_now"), queues.c.name, queues.c.paused, queues.c.priority
         ).select_from(
             one.outerjoin(
                 queues, sa.and_(queues.c.namespace == namespace, queues.c.name.in_(names))
@@ -124,34 +142,29 @@ def _claimable_queues(
                 ordered.append((0, name))
         elif not row.paused:
             ordered.append((row.priority, name))
-    return [name for _, name in sorted(ordered)], rows[0].running_quotas > 0, now
+    return [name for _, name in sorted(ordered)], now
 
 
-def _claim_from_queue(
-    conn: sa.Connection,
-    namespace: str,
-    queue: str,
-    limit: int,
-    session_id: str | None,
-    now: dt.datetime,
-) -> list[LeaseGrant]:
-    candidates = conn.execute(
-        sa.select(tasks)
-        .where(
-            tasks.c.namespace == namespace,
-            tasks.c.queue == queue,
-            tasks.c.state == TaskState.WAITING.value,
-            tasks.c.available_at <= now,
-        )
-        .order_by(tasks.c.priority, tasks.c.available_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    if not candidates:
-        return []
-    due = [t for t in candidates if t.deadline_at is None or t.deadline_at > now]
+def _running_room(
+    conn: sa.Connection, namespace: str, candidates: list[sa.Row[Any]]
+) -> quota.RunningRoom:
+    """Lock the quotas of the queues whose candidates are counted (none: no quota rows)."""
+    counted = sorted({t.queue for t in candidates if t.quota_counted})
+    if not counted:
+        return quota.RunningRoom({}, None)
+    return quota.running_room(conn, namespace, counted)
+
+
+def _fail_overdue(
+    conn: sa.Connection, candidates: list[sa.Row[Any]], now: dt.datetime
+) -> list[sa.Row[Any]]:
+    """Candidates whose deadline passed are not granted: FAILED here, or — when they hold a
+    concurrency permit, whose release locks the key after our quota rows — by the reaper."""
+    due = []
     for task in candidates:
-        if task.deadline_at is not None and task.deadline_at <= now:
+        if task.deadline_at is None or task.deadline_at > now:
+            due.append(task)
+        elif task.concurrency_key is None:
             transition(
                 conn,
                 task,
@@ -160,74 +173,16 @@ def _claim_from_queue(
                 reason="deadline exceeded",
                 error={"type": "deadline_exceeded", "message": "deadline passed before start"},
             )
-    allowed = _open_gate_filter(conn, due)
-    granted, slots = _assign_permits(conn, namespace, allowed)
-    if not granted:
-        return []
-    return _grant(conn, granted, slots, session_id, now)
-
-
-def _open_gate_filter(conn: sa.Connection, candidates: list[sa.Row[Any]]) -> list[sa.Row[Any]]:
-    gate_ids = sorted({t.gate_id for t in candidates if t.gate_id is not None})
-    if not gate_ids:
-        return candidates
-    open_gates = set(
-        conn.execute(
-            sa.select(execution_gates.c.id)
-            .where(execution_gates.c.id.in_(gate_ids), execution_gates.c.allowed.is_(True))
-            .order_by(execution_gates.c.id)
-            .with_for_update(read=True)
-        ).scalars()
-    )
-    return [t for t in candidates if t.gate_id is None or t.gate_id in open_gates]
-
-
-def _assign_permits(
-    conn: sa.Connection, namespace: str, candidates: list[sa.Row[Any]]
-) -> tuple[list[sa.Row[Any]], dict[str, int]]:
-    """Keep candidates that get a free slot under their concurrency key (at most K holders)."""
-    keys = sorted({t.concurrency_key for t in candidates if t.concurrency_key is not None})
-    if not keys:
-        return candidates, {}
-    # Lock the key rows (sorted) so no other claimer counts the same permits concurrently.
-    conn.execute(
-        sa.select(concurrency_keys.c.concurrency_key)
-        .where(
-            concurrency_keys.c.namespace == namespace,
-            concurrency_keys.c.concurrency_key.in_(keys),
-        )
-        .order_by(concurrency_keys.c.concurrency_key)
-        .with_for_update()
-    ).all()
-    taken: dict[str, set[int]] = defaultdict(set)
-    for key, slot in conn.execute(
-        sa.select(concurrency_permits.c.concurrency_key, concurrency_permits.c.slot).where(
-            concurrency_permits.c.namespace == namespace,
-            concurrency_permits.c.concurrency_key.in_(keys),
-        )
-    ):
-        taken[key].add(slot)
-    granted, slots = [], {}
-    for task in candidates:
-        if task.concurrency_key is None:
-            granted.append(task)
-            continue
-        free = [s for s in range(task.concurrency_limit) if s not in taken[task.concurrency_key]]
-        if free:
-            taken[task.concurrency_key].add(free[0])
-            slots[task.id] = free[0]
-            granted.append(task)
-    return granted, slots
+    return due
 
 
 def _grant(
     conn: sa.Connection,
     granted: list[sa.Row[Any]],
-    slots: dict[str, int],
     session_id: str | None,
     now: dt.datetime,
 ) -> list[LeaseGrant]:
-    attempt_rows, permit_rows, event_rows, results = [], [], [], []
+    attempt_rows, event_rows, results = [], [], []
     attempt_of: dict[str, str] = {}
     for task in granted:
         attempt_id, token = new_id(), new_secret()
@@ -247,18 +202,6 @@ def _grant(
                 "lease_expires_at": expires,
             }
         )
-        if task.id in slots:
-            permit_rows.append(
-                {
-                    "id": new_id(),
-                    "namespace": task.namespace,
-                    "concurrency_key": task.concurrency_key,
-                    "slot": slots[task.id],
-                    "task_id": task.id,
-                    "attempt_id": attempt_id,
-                    "acquired_at": now,
-                }
-            )
         event_rows.append(
             {
                 "id": new_id(),
@@ -292,22 +235,27 @@ def _grant(
             )
         )
     conn.execute(task_attempts.insert(), attempt_rows)
-    # One UPDATE for the whole batch; rows are locked by us, so every one must match.
+    # One UPDATE for the whole batch; rows are locked by us, so every one must match. A READY
+    # task keeps its concurrency permit through LEASED and RUNNING.
     ids = list(attempt_of)
-    updated = conn.execute(
+    lease = (
         tasks.update()
         .where(tasks.c.id.in_(ids), tasks.c.state == TaskState.WAITING.value)
         .values(
             state=TaskState.LEASED.value,
             state_version=tasks.c.state_version + 1,
+            wait_path=None,
             attempts_used=tasks.c.attempts_used + 1,
             current_attempt_id=sa.case(attempt_of, value=tasks.c.id),
             updated_at=now,
         )
     )
+    updated = conn.execute(by_primary_key(lease, tasks))
     if updated.rowcount != len(ids):
         raise RuntimeError(f"claim updated {updated.rowcount} of {len(ids)} locked tasks")
-    if permit_rows:
-        conn.execute(concurrency_permits.insert(), permit_rows)
+    counted = Counter(t.queue for t in granted if t.quota_counted)
+    for queue_name in sorted(counted):
+        n = counted[queue_name]
+        quota.count(conn, granted[0].namespace, queue_name, waiting=-n, running=n)
     conn.execute(task_events.insert(), event_rows)
     return results

@@ -18,6 +18,7 @@ from orbit_store.errors import InvalidRequest
 from orbit_store.schema import task_attempts
 
 from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
+from .gates import gate_is_open
 from .model import (
     AttemptOutcome,
     CompletionResult,
@@ -26,6 +27,7 @@ from .model import (
     RetryPolicy,
     TaskState,
 )
+from .paths import reentry_path
 from .transitions import hand_back, lock_task_now, transition
 
 _ATTEMPT_OUTCOME = {
@@ -47,13 +49,17 @@ def complete_attempt(
     result: Any = None,
     error: Any = None,
     retryable: bool = False,
+    release_reason: str = "released by worker",
 ) -> CompletionResult:
-    """Apply a worker's report for ``attempt_id``; see the module docstring for the rules."""
+    """Apply a worker's report for ``attempt_id``; see the module docstring for the rules.
+    ``release_reason``: what a RELEASED outcome records (e.g. a grant handed back because its
+    client had gone)."""
     found = find_attempt(conn, namespace, attempt_id)
     if found is None:
         return CompletionResult(CompletionStatus.NOT_FOUND, None, "no such attempt here")
     if not token_matches(token, found.token_hash):
         return CompletionResult(CompletionStatus.REFUSED, None, "wrong attempt token")
+    gate_open = gate_is_open(conn, found.gate_id)  # a retry may put the task back on a path
     task, now = lock_task_now(conn, namespace, found.task_id)
     assert task is not None
     state = TaskState(task.state)
@@ -73,7 +79,7 @@ def complete_attempt(
     if outcome is Outcome.RELEASED:
         if state is not TaskState.LEASED:
             raise InvalidRequest("only an attempt that has not started can be released")
-        hand_back(conn, task, attempt_id, now=now, reason="released by worker")
+        hand_back(conn, task, attempt_id, now=now, reason=release_reason, gate_open=gate_open)
         return CompletionResult(CompletionStatus.APPLIED, TaskState.WAITING, queue=task.queue)
     if state is not TaskState.RUNNING:
         raise InvalidRequest("start the attempt before reporting its outcome (or release it)")
@@ -88,12 +94,13 @@ def complete_attempt(
         reason=reason,
         result=result,
         error=error,
-        holds_permit=task.concurrency_key is not None,
     )
     if to_state is TaskState.SUCCEEDED:
         extra["result"], extra["error"] = result, None  # an earlier attempt's error is history
     elif error is not None:
         extra["error"] = error
+    if to_state is TaskState.WAITING:
+        extra["wait_path"] = reentry_path(extra["available_at"], now, gate_open)
     transition(conn, task, to_state, now=now, reason=reason, attempt_id=attempt_id, **extra)
     return CompletionResult(CompletionStatus.APPLIED, to_state, reason, queue=task.queue)
 
@@ -116,7 +123,8 @@ def _decide(
 
 
 def next_retry_at(task: Any, now: dt.datetime) -> dt.datetime | None:
-    """When the task may run again, or None when attempts or the deadline are used up."""
+    """When the task may run again (its backoff, with jitter), or None when attempts or the
+    deadline are used up."""
     if task.attempts_used >= task.max_attempts:
         return None
     policy = RetryPolicy(
@@ -125,7 +133,7 @@ def next_retry_at(task: Any, now: dt.datetime) -> dt.datetime | None:
         backoff_max_ms=task.backoff_max_ms,
         backoff_multiplier=task.backoff_multiplier,
     )
-    retry_at: dt.datetime = now + policy.backoff_after(task.attempts_used)
+    retry_at: dt.datetime = now + policy.jittered_backoff_after(task.attempts_used)
     if task.deadline_at is not None and retry_at >= task.deadline_at:
         return None
     return retry_at

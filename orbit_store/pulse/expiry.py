@@ -24,7 +24,9 @@ from orbit_store.schema import task_attempts, tasks
 
 from .attempts import LIVE_ATTEMPT_STATES, finish_attempt
 from .complete import next_retry_at
+from .gates import gate_is_open
 from .model import AttemptOutcome, Safety, TaskState
+from .paths import reentry_path
 from .transitions import lock_task, lock_task_now, transition
 
 
@@ -33,6 +35,7 @@ class LapsedAttempt:
     namespace: str
     attempt_id: str
     task_id: str
+    gate_id: str | None = None
 
 
 def find_lapsed_attempts(
@@ -41,7 +44,10 @@ def find_lapsed_attempts(
     """Live attempts whose lease has passed (index ix_task_attempts_lease_reaper)."""
     now = db_now(conn)
     query = (
-        sa.select(task_attempts.c.namespace, task_attempts.c.id, task_attempts.c.task_id)
+        sa.select(
+            task_attempts.c.namespace, task_attempts.c.id, task_attempts.c.task_id, tasks.c.gate_id
+        )
+        .join(tasks, tasks.c.id == task_attempts.c.task_id)
         .where(
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
             task_attempts.c.lease_expires_at <= now,
@@ -52,7 +58,7 @@ def find_lapsed_attempts(
     if namespace is not None:
         query = query.where(task_attempts.c.namespace == namespace)
     rows = conn.execute(query)
-    return [LapsedAttempt(r.namespace, r.id, r.task_id) for r in rows]
+    return [LapsedAttempt(r.namespace, r.id, r.task_id, r.gate_id) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class Decision:
 
 def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None:
     """Apply the lapse rules to one attempt; None when it was renewed or finished meanwhile."""
+    gate_open = gate_is_open(conn, lapsed.gate_id)  # before the task (lock order)
     task, now = lock_task_now(conn, lapsed.namespace, lapsed.task_id)
     if task is None or task.current_attempt_id != lapsed.attempt_id:
         return None
@@ -78,7 +85,6 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None
         now=now,
         reason="lease lapsed",
         only_if_expired=True,
-        holds_permit=task.concurrency_key is not None,
     ):
         return None
     retry_at = next_retry_at(task, now)
@@ -98,6 +104,8 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None
         to_state, extra, reason = TaskState.FAILED, {}, "lease lapsed, attempts or deadline used up"
     if to_state is TaskState.FAILED:
         extra["error"] = {"type": "lease_lapsed", "message": reason}
+    if to_state is TaskState.WAITING:
+        extra["wait_path"] = reentry_path(extra["available_at"], now, gate_open)
     transition(conn, task, to_state, now=now, reason=reason, attempt_id=lapsed.attempt_id, **extra)
     return Decision(task.namespace, task.queue, to_state)
 

@@ -1,23 +1,39 @@
-"""Execution gates (seed §4 "通用执行门控", invariant 12): an allow/pause flag with a control
-version that claims and starts read under a shared lock. Owners (a workflow instance) close a
-gate to stop new grants of its tasks and open it again to let them run; in-flight attempts are
-not interrupted.
+"""Execution gates (seed §4 "通用执行门控", invariant 12): the ONE entry point.
 
-Minimal version for Weave: create and flip. The gate row is written only here, with a conditional
-UPDATE whose affected-row count is checked.
+A gate is an allow/pause flag with a control version, owned by something outside Pulse (a
+workflow instance pauses its tasks by closing its gate). Closing a gate stops new grants of its
+tasks and opening it lets them run again, each in the transaction that flips the flag:
+
+- close: its WAITING tasks leave the claim path for BLOCKED_GATE (READY ones give their
+  concurrency permits back, which go to other blocked tasks of the key); a task already LEASED
+  is refused at start and handed back; a RUNNING one finishes and its result is recorded;
+- open: its BLOCKED_GATE tasks are placed again (READY, or BLOCKED_KEY without a free permit).
+
+Both cost in proportion to that gate's WAITING tasks only (index ix_tasks_gate). SCHEDULED tasks
+of the gate stay where they are; their promotion checks the gate when they fall due.
+
+Lock order: the gate row first (exclusive here; shared where a task is placed or started), then
+the gate's task rows by id, then concurrency keys in key order.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from orbit_store.clock import utc_now
-from orbit_store.errors import Conflict, NotFound
+from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key, force_index
+from orbit_store.errors import NotFound, StaleControlVersion
 from orbit_store.ids import new_id
-from orbit_store.schema import execution_gates
+from orbit_store.schema import execution_gates, tasks
+
+from . import semaphores
+from .model import WaitPath
+from .paths import move_path
+from .placement import place_due
 
 
 @dataclass(frozen=True)
@@ -25,13 +41,23 @@ class GateState:
     gate_id: str
     allowed: bool
     control_version: int
-    changed: bool
+    changed: bool  # False when the gate already was in the asked state (nothing written)
 
 
 def create_gate(
     conn: sa.Connection, *, namespace: str, owner_kind: str, owner_id: str, now: dt.datetime
 ) -> str:
-    """A new open gate (allowed, control_version 1) owned by ``owner_kind``/``owner_id``."""
+    """A new open gate (allowed, control_version 1) for its owner; returns its id. Asking again
+    for the same owner returns the same gate (idempotent; the owner is unique per namespace)."""
+    existing = conn.execute(
+        sa.select(execution_gates.c.id).where(
+            execution_gates.c.namespace == namespace,
+            execution_gates.c.owner_kind == owner_kind,
+            execution_gates.c.owner_id == owner_id,
+        )
+    ).scalar_one_or_none()
+    if existing is not None:
+        return str(existing)
     gate_id = new_id()
     conn.execute(
         execution_gates.insert().values(
@@ -56,11 +82,11 @@ def set_gate(
     allowed: bool,
     expected_control_version: int | None = None,
 ) -> GateState:
-    """Open or close the gate, bumping its control version when it flips.
+    """Open (``allowed=True``) or close the gate and move its WAITING tasks accordingly.
 
-    ``expected_control_version`` makes the change conditional: a gate at another version raises
-    :class:`Conflict` and nothing changes. Setting the value it already has changes nothing.
-    """
+    Raises NotFound for an unknown gate and StaleControlVersion (a Conflict) when
+    ``expected_control_version`` is given and the gate is at another version. A flip bumps the
+    control version; asking for the state it already has changes nothing."""
     row = conn.execute(
         sa.select(execution_gates.c.allowed, execution_gates.c.control_version)
         .where(execution_gates.c.id == gate_id, execution_gates.c.namespace == namespace)
@@ -68,26 +94,99 @@ def set_gate(
     ).one_or_none()
     if row is None:
         raise NotFound(f"execution gate {gate_id} not found in namespace {namespace!r}")
-    if expected_control_version is not None and row.control_version != expected_control_version:
-        raise Conflict(
-            f"execution gate {gate_id} is at control version {row.control_version}, not "
-            f"{expected_control_version}: it changed since it was read; read it again"
-        )
+    version = int(row.control_version)
+    if expected_control_version is not None and expected_control_version != version:
+        raise StaleControlVersion(gate_id, expected_control_version, version)
     if bool(row.allowed) == allowed:
-        return GateState(gate_id, allowed, int(row.control_version), changed=False)
-    new_version = int(row.control_version) + 1
-    updated = conn.execute(
+        return GateState(gate_id, allowed, version, changed=False)
+    now = db_now(conn)
+    conn.execute(
         execution_gates.update()
-        .where(
-            execution_gates.c.id == gate_id,
-            execution_gates.c.control_version == row.control_version,
-        )
-        .values(
-            allowed=allowed,
-            control_version=new_version,
-            updated_at=utc_now(),
-        )
+        .where(execution_gates.c.id == gate_id)
+        .values(allowed=allowed, control_version=version + 1, updated_at=now)
     )
-    if updated.rowcount != 1:
-        raise Conflict(f"execution gate {gate_id} changed concurrently; read it again")
-    return GateState(gate_id, allowed, new_version, changed=True)
+    if allowed:
+        _open(conn, namespace, gate_id, now)
+    else:
+        _close(conn, namespace, gate_id, now)
+    return GateState(gate_id, allowed, version + 1, changed=True)
+
+
+def gate_is_open(conn: sa.Connection, gate_id: str | None) -> bool:
+    """Read a gate under a shared lock (a flip waits for us, and we for a flip in flight).
+    Taken before the task row it is about (lock order gate → task). No gate: open."""
+    if gate_id is None:
+        return True
+    allowed = conn.execute(
+        sa.select(execution_gates.c.allowed)
+        .where(execution_gates.c.id == gate_id)
+        .with_for_update(read=True)
+    ).scalar_one_or_none()
+    return bool(allowed)
+
+
+def gates_open(conn: sa.Connection, gate_ids: set[str]) -> dict[str, bool]:
+    """Several gates under shared locks, in id order."""
+    if not gate_ids:
+        return {}
+    rows = conn.execute(
+        sa.select(execution_gates.c.id, execution_gates.c.allowed)
+        .where(execution_gates.c.id.in_(sorted(gate_ids)))
+        .order_by(execution_gates.c.id)
+        .with_for_update(read=True)
+    )
+    return {row.id: bool(row.allowed) for row in rows}
+
+
+def _gate_tasks(conn: sa.Connection, gate_id: str, paths: list[WaitPath]) -> list[sa.Row]:  # type: ignore[type-arg]
+    """The gate's tasks on ``paths``, locked. Found by a plain read, then locked by primary key
+    and checked again (a waiting lock through ix_tasks_gate would deadlock with a transition
+    that holds the task and moves it between paths). No task can join these paths meanwhile:
+    that takes the gate's shared lock, and we hold it exclusively."""
+    wanted = [p.value for p in paths]
+    found = conn.execute(
+        force_index(
+            sa.select(tasks.c.id).where(tasks.c.gate_id == gate_id, tasks.c.wait_path.in_(wanted)),
+            tasks,
+            "ix_tasks_gate",
+        )
+    ).scalars()
+    query = (
+        sa.select(
+            tasks.c.id,
+            tasks.c.gate_id,
+            tasks.c.wait_path,
+            tasks.c.concurrency_key,
+            tasks.c.priority,
+            tasks.c.available_at,
+        )
+        .where(tasks.c.id.in_(sorted(found)))
+        .order_by(tasks.c.id)
+        .with_for_update()
+    )
+    rows = conn.execute(by_primary_key(query, tasks))
+    return [row for row in rows if row.wait_path in wanted]
+
+
+def _close(conn: sa.Connection, namespace: str, gate_id: str, now: dt.datetime) -> None:
+    rows = _gate_tasks(conn, gate_id, [WaitPath.READY, WaitPath.BLOCKED_KEY])
+    for path in (WaitPath.READY, WaitPath.BLOCKED_KEY):
+        move_path(conn, [r.id for r in rows if r.wait_path == path], path, WaitPath.BLOCKED_GATE)
+    permits: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        if row.wait_path == WaitPath.READY.value and row.concurrency_key is not None:
+            permits[row.concurrency_key].append(row.id)
+    for key in sorted(permits):
+        semaphores.release(conn, namespace, key, permits[key], now)
+
+
+def _open(conn: sa.Connection, namespace: str, gate_id: str, now: dt.datetime) -> None:
+    rows = _gate_tasks(conn, gate_id, [WaitPath.BLOCKED_GATE])
+    place_due(
+        conn,
+        namespace,
+        rows,
+        from_path=WaitPath.BLOCKED_GATE,
+        gate_open=lambda _gate: True,
+        now=now,
+    )

@@ -3,6 +3,8 @@
 Invariant 3: a renewal is a conditional UPDATE of the attempt row that matches only a live
 attempt presenting its token, whose lease has not lapsed and whose session is still live. Every
 path that supersedes an attempt finishes that same row first, so a stale holder can never extend.
+The sessions are read under shared locks and the time after them: a revoke that commits first
+makes the renewal lost; one that comes later waits, then cuts the renewed lease.
 A lease is never extended past the attempt timeout or the task's deadline: from there it lapses
 and the reaper applies the retry-safety rules.
 """
@@ -29,7 +31,6 @@ def renew_leases(
     """Extend each attempt's lease; report extended / cancel_requested / lost per item."""
     if not items:
         return []
-    now = db_now(conn)
     rows: dict[str, Any] = {
         row.id: row
         for row in conn.execute(
@@ -39,26 +40,45 @@ def renew_leases(
                 task_attempts.c.state,
                 task_attempts.c.lease_expires_at,
                 task_attempts.c.started_at,
+                task_attempts.c.worker_session_id,
                 tasks.c.lease_seconds,
                 tasks.c.attempt_timeout_seconds,
                 tasks.c.deadline_at,
                 tasks.c.cancel_requested,
                 tasks.c.current_attempt_id,
-                worker_sessions.c.state.label("session_state"),
             )
             .join(tasks, tasks.c.id == task_attempts.c.task_id)
-            .outerjoin(worker_sessions, worker_sessions.c.id == task_attempts.c.worker_session_id)
             .where(
                 task_attempts.c.namespace == namespace,
                 task_attempts.c.id.in_([item.attempt_id for item in items]),
             )
         )
     }
-    return [_renew_one(conn, item, rows.get(item.attempt_id), now) for item in items]
+    sessions = _lock_sessions(conn, namespace, {r.worker_session_id for r in rows.values()})
+    now = db_now(conn)
+    return [_renew_one(conn, item, rows.get(item.attempt_id), sessions, now) for item in items]
+
+
+def _lock_sessions(conn: sa.Connection, namespace: str, ids: set[str | None]) -> dict[str, str]:
+    """The state of each session, under a shared lock (in id order)."""
+    wanted = sorted(i for i in ids if i is not None)
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        sa.select(worker_sessions.c.id, worker_sessions.c.state)
+        .where(worker_sessions.c.namespace == namespace, worker_sessions.c.id.in_(wanted))
+        .order_by(worker_sessions.c.id)
+        .with_for_update(read=True)
+    )
+    return {row.id: row.state for row in rows}
 
 
 def _renew_one(
-    conn: sa.Connection, item: RenewRequest, row: sa.Row[Any] | None, now: dt.datetime
+    conn: sa.Connection,
+    item: RenewRequest,
+    row: sa.Row[Any] | None,
+    sessions: dict[str, str],
+    now: dt.datetime,
 ) -> RenewResult:
     def lost(reason: str) -> RenewResult:
         return RenewResult(item.attempt_id, RenewStatus.LOST, reason=reason)
@@ -67,8 +87,9 @@ def _renew_one(
         return lost("unknown attempt or wrong token")
     if row.state not in LIVE_ATTEMPT_STATES or row.current_attempt_id != item.attempt_id:
         return lost("attempt is no longer current")
-    if row.session_state is not None and row.session_state not in LIVE_SESSION_STATES:
-        return lost(f"worker session is {row.session_state}")
+    session_state = sessions.get(row.worker_session_id) if row.worker_session_id else None
+    if session_state is not None and session_state not in LIVE_SESSION_STATES:
+        return lost(f"worker session is {session_state}")
     if row.lease_expires_at <= now:
         return lost("lease lapsed")
     expires = now + dt.timedelta(seconds=row.lease_seconds)

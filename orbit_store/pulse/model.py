@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import math
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +55,15 @@ LEGAL_TRANSITIONS: frozenset[tuple[TaskState | None, TaskState]] = frozenset(
 )
 
 
+class WaitPath(enum.StrEnum):
+    """Which path a WAITING task is on (internal; users see WAITING). Claims read only READY."""
+
+    READY = "READY"  # due, gate open, permit held if it has a concurrency key: claimable now
+    SCHEDULED = "SCHEDULED"  # available_at is in the future (promoted when it falls due)
+    BLOCKED_GATE = "BLOCKED_GATE"  # its execution gate is closed (moved back when it opens)
+    BLOCKED_KEY = "BLOCKED_KEY"  # its concurrency key has no free permit (released in order)
+
+
 class AttemptState(enum.StrEnum):
     LEASED = "LEASED"
     RUNNING = "RUNNING"
@@ -83,10 +94,30 @@ class RetryPolicy:
     backoff_multiplier: float = 2.0
 
     def backoff_after(self, attempts_used: int) -> dt.timedelta:
-        """Delay before the next attempt, after ``attempts_used`` attempts (1-based)."""
-        exponent = max(attempts_used - 1, 0)
-        delay_ms = self.backoff_initial_ms * self.backoff_multiplier**exponent
-        return dt.timedelta(milliseconds=min(delay_ms, self.backoff_max_ms))
+        """Delay before the next attempt, after ``attempts_used`` attempts (1-based):
+        ``initial * multiplier ** (attempts_used - 1)``, at most ``backoff_max_ms``.
+
+        The exponent is capped *before* the power is taken (at the first exponent that reaches
+        the maximum), so no policy value and no attempt count can overflow a float."""
+        return dt.timedelta(milliseconds=self._capped_delay_ms(max(attempts_used - 1, 0)))
+
+    def _capped_delay_ms(self, exponent: int) -> float:
+        initial, ceiling = float(self.backoff_initial_ms), float(self.backoff_max_ms)
+        if initial >= ceiling or initial <= 0 or self.backoff_multiplier <= 1:
+            return min(initial, ceiling)
+        reaches_ceiling = math.ceil(math.log(ceiling / initial, self.backoff_multiplier))
+        return min(initial * self.backoff_multiplier ** min(exponent, reaches_ceiling), ceiling)
+
+    def jittered_backoff_after(
+        self, attempts_used: int, rng: random.Random | None = None
+    ) -> dt.timedelta:
+        """:meth:`backoff_after` with equal jitter: a uniform random delay between half and all
+        of it, so tasks that failed together (an outage) do not all come back together."""
+        full = self.backoff_after(attempts_used)
+        return full * (rng or _JITTER).uniform(0.5, 1.0)
+
+
+_JITTER = random.Random()
 
 
 @dataclass(frozen=True)
@@ -133,6 +164,7 @@ class SubmitResult:
     task_id: str
     state: TaskState
     replayed: bool
+    wait_path: WaitPath | None = None  # where a new task starts (None for a replay)
 
 
 class StartRefusal(enum.StrEnum):

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.schema import worker_pods, worker_sessions
 
-from .sessions import LIVE, end_session
+from .sessions import LIVE, end_session, lock_session
 
 
 @dataclass(frozen=True)
@@ -57,18 +57,19 @@ def forget_pod(conn: sa.Connection, uid: str, reason: str) -> int:
         .where(worker_pods.c.uid == uid, worker_pods.c.deleted_at.is_(None))
         .values(deleted_at=now, phase="Deleted")
     )
-    live = (
-        conn.execute(
-            sa.select(worker_sessions.c.id)
-            .where(worker_sessions.c.pod_uid == uid, worker_sessions.c.state.in_(LIVE))
-            .with_for_update()
+    # Found by a plain read, then each locked by primary key (lock order; a registration in
+    # flight holds the pod row shared, so none can appear once we hold it exclusively).
+    found = conn.execute(
+        sa.select(worker_sessions.c.id, worker_sessions.c.namespace).where(
+            worker_sessions.c.pod_uid == uid, worker_sessions.c.state.in_(LIVE)
         )
-        .scalars()
-        .all()
-    )
-    for session_id in live:
-        end_session(conn, session_id, "REVOKED", reason, now)
-    return len(live)
+    ).all()
+    revoked = 0
+    for session_id, namespace in sorted(found):
+        if lock_session(conn, namespace, session_id).state in LIVE:
+            end_session(conn, session_id, "REVOKED", reason, now)
+            revoked += 1
+    return revoked
 
 
 def pool_pods(conn: sa.Connection, namespace: str, pool: str) -> list[PodInfo]:

@@ -4,12 +4,14 @@ cursor-paginated list (the cursor is the last id seen; ids are time-ordered UUID
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import sqlalchemy as sa
 
 from orbit_store.schema import task_attempts, task_events, tasks
+
+from .routing import WAITING_REASONS, LiveWorkers, live_workers
 
 MAX_PAGE = 500
 
@@ -38,6 +40,10 @@ class TaskView:
     retry_of: str | None
     result: Any
     error: Any
+    # WAITING only: why it waits (ready, scheduled, gate_closed, concurrency_limit) and whether
+    # a live worker session serves its queue and handler (handler routing).
+    waiting_reason: str | None = None
+    runnable_by_live_worker: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -77,18 +83,35 @@ class TaskDetail:
 
 
 def _view(cls: Any, row: Any) -> Any:
-    values = {f.name: getattr(row, f.name) for f in fields(cls)}
+    values = {f.name: getattr(row, f.name) for f in fields(cls) if hasattr(row, f.name)}
     if "cancel_requested" in values:
         values["cancel_requested"] = bool(values["cancel_requested"])
     return cls(**values)
 
 
-def get_task_view(conn: sa.Connection, namespace: str, task_id: str) -> TaskView | None:
-    """The task alone (one statement), for responses that don't show history."""
+def _task_view(row: Any, workers: LiveWorkers | None) -> TaskView:
+    view: TaskView = _view(TaskView, row)
+    if row.state != "WAITING":
+        return view
+    runnable = None if workers is None else workers.can_run(row.queue, row.handler)
+    return replace(
+        view,
+        waiting_reason=WAITING_REASONS.get(row.wait_path),
+        runnable_by_live_worker=runnable,
+    )
+
+
+def get_task_view(
+    conn: sa.Connection, namespace: str, task_id: str, *, routing: bool = False
+) -> TaskView | None:
+    """The task alone (one statement; two with ``routing``: whether a live worker runs it)."""
     row = conn.execute(
         sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
     ).one_or_none()
-    return None if row is None else _view(TaskView, row)
+    if row is None:
+        return None
+    workers = live_workers(conn, namespace) if routing and row.state == "WAITING" else None
+    return _task_view(row, workers)
 
 
 def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | None:
@@ -107,8 +130,9 @@ def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | 
         .where(task_events.c.task_id == task_id)
         .order_by(task_events.c.state_version)
     )
+    workers = live_workers(conn, namespace) if row.state == "WAITING" else None
     return TaskDetail(
-        task=_view(TaskView, row),
+        task=_task_view(row, workers),
         attempts=[_view(AttemptView, a) for a in attempts],
         events=[_view(EventView, e) for e in events],
     )
@@ -133,5 +157,7 @@ def list_tasks(
     if before_id is not None:
         query = query.where(tasks.c.id < before_id)
     rows = conn.execute(query.order_by(tasks.c.id.desc()).limit(limit + 1)).all()
-    page = [_view(TaskView, r) for r in rows[:limit]]
+    waiting = any(r.state == "WAITING" for r in rows[:limit])
+    workers = live_workers(conn, namespace) if waiting else None
+    page = [_task_view(r, workers) for r in rows[:limit]]
     return page, (page[-1].id if len(rows) > limit else None)

@@ -4,11 +4,13 @@ reconcile functions of the operator and ``orbit apply``)."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import insert_or_lock
 from orbit_store.declared import upsert_declared
 from orbit_store.schema import namespaces, queues, tasks
 
@@ -49,7 +51,51 @@ def ensure_namespace(conn: sa.Connection, namespace: str, now: dt.datetime) -> N
         sa.select(namespaces.c.name).where(namespaces.c.name == namespace)
     ).one_or_none()
     if exists is None:
-        conn.execute(namespaces.insert().values(name=namespace, created_at=now))
+        insert_or_lock(conn, namespaces, {"name": namespace, "created_at": now})
+
+
+@dataclass(frozen=True)
+class SubmissionScope:
+    """What a submission needs to know about where it goes, read under shared locks."""
+
+    policy: QueuePolicy | None  # None: the queue is not declared
+    has_quotas: bool
+
+
+def lock_submission_scope(conn: sa.Connection, namespace: str, queue: str) -> SubmissionScope:
+    """The namespace and queue rows under a shared lock (one statement): deleting the queue
+    (exclusive lock, ``lock_queue``) and declaring a namespace's first quota wait for the
+    submissions in flight, and later submissions see what they did. The namespace row is
+    created on the namespace's first submission."""
+    query = (
+        sa.select(namespaces.c.has_quotas, queues)
+        .select_from(
+            namespaces.outerjoin(
+                queues, sa.and_(queues.c.namespace == namespaces.c.name, queues.c.name == queue)
+            )
+        )
+        .where(namespaces.c.name == namespace)
+        .with_for_update(read=True)
+    )
+    row = conn.execute(query).one_or_none()
+    if row is None:
+        ensure_namespace(conn, namespace, db_now(conn))
+        row = conn.execute(query).one()
+    if row.name is not None:
+        return SubmissionScope(_policy_from_row(row), bool(row.has_quotas))
+    default = QueuePolicy(name=DEFAULT_QUEUE) if queue == DEFAULT_QUEUE else None
+    return SubmissionScope(default, bool(row.has_quotas))
+
+
+def lock_queue(conn: sa.Connection, namespace: str, name: str) -> bool:
+    """Lock the queue row exclusively (deletion): submissions in flight finish first and later
+    ones see the outcome. False when the queue does not exist."""
+    found = conn.execute(
+        sa.select(queues.c.id)
+        .where(queues.c.namespace == namespace, queues.c.name == name)
+        .with_for_update()
+    ).one_or_none()
+    return found is not None
 
 
 def put_queue(

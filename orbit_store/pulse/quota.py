@@ -1,56 +1,68 @@
-"""Quotas: max waiting and submit rate at submission, max running at claim.
+"""Quotas: max waiting and submit rate checked at submission, max running at claim — each O(1).
 
-The quota rows in scope (the queue's and the namespace-wide '*') are locked FOR UPDATE before
-counting, so concurrent submitters or claimers can never overshoot a quota together. Only
-namespaces that declare quotas pay for the lock and the count.
+A quota row counts the tasks in its scope (its queue, or the whole namespace '*') that carry
+``tasks.quota_counted``: ``waiting`` (WAITING) and ``running`` (LEASED + RUNNING). The counters
+are kept by the transitions themselves, in the same transaction as the state change
+(``transition`` and the claim's grant), so a check reads one row instead of counting the
+backlog. Only tasks submitted while a quota covered their scope are counted — declaring a
+quota adopts the scope's unfinished tasks (``quota_declarations``) — so queues without quotas
+never touch this table.
+
+Which rows each transaction locks: a submit only the quotas of its scope, and only in namespaces
+that have quotas (``namespaces.has_quotas``); a claim only when it grants a counted task; other
+transitions of a counted task update their scope's counters, last (lock order).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.db import by_primary_key, force_index
 from orbit_store.errors import QuotaExceeded
-from orbit_store.schema import quotas, tasks
+from orbit_store.schema import quotas
 
 from .model import TaskState
 
 WHOLE_NAMESPACE = "*"
+_LIVE = (TaskState.LEASED, TaskState.RUNNING)
 
 
-def _lock_quotas(conn: sa.Connection, namespace: str, queue: str) -> list[sa.Row[Any]]:
-    query = (
-        sa.select(quotas)
-        .where(quotas.c.namespace == namespace, quotas.c.queue.in_([queue, WHOLE_NAMESPACE]))
-        .order_by(quotas.c.id)
-        .with_for_update()
-    )
-    return list(conn.execute(query))
+def _scope_ids(conn: sa.Connection, namespace: str, queues: list[str]) -> list[str]:
+    """The ids of the quotas covering ``queues`` and the whole namespace (a plain read: quota
+    rows are always locked by primary key, in id order, so lockers never cross)."""
+    scope = sorted({*queues, WHOLE_NAMESPACE})
+    query = sa.select(quotas.c.id).where(quotas.c.namespace == namespace, quotas.c.queue.in_(scope))
+    return sorted(conn.execute(force_index(query, quotas, "ix_quotas_scope")).scalars())
 
 
-def _count(conn: sa.Connection, namespace: str, queue: str, states: tuple[TaskState, ...]) -> int:
-    query = sa.select(sa.func.count()).where(
-        tasks.c.namespace == namespace, tasks.c.state.in_([s.value for s in states])
-    )
-    if queue != WHOLE_NAMESPACE:
-        query = query.where(tasks.c.queue == queue)
-    return int(conn.execute(query).scalar_one())
+def lock_scope(conn: sa.Connection, namespace: str, queues: list[str]) -> list[sa.Row[Any]]:
+    """The quotas covering ``queues`` (and the namespace-wide ones), locked in id order."""
+    ids = _scope_ids(conn, namespace, queues)
+    if not ids:
+        return []
+    lock = sa.select(quotas).where(quotas.c.id.in_(ids)).order_by(quotas.c.id).with_for_update()
+    rows = conn.execute(by_primary_key(lock, quotas))
+    scope = {*queues, WHOLE_NAMESPACE}
+    return [row for row in rows if row.queue in scope]  # its scope may have changed meanwhile
 
 
-def check_submission(conn: sa.Connection, namespace: str, queue: str, now: dt.datetime) -> None:
-    """Raise QuotaExceeded if one more WAITING task in ``queue`` would break a quota."""
-    for quota in _lock_quotas(conn, namespace, queue):
-        if quota.max_waiting is not None:
-            waiting = _count(conn, namespace, quota.queue, (TaskState.WAITING,))
-            if waiting >= quota.max_waiting:
-                raise QuotaExceeded(
-                    f"quota {quota.name!r}: {waiting} tasks waiting in "
-                    f"{_scope(quota.queue)}, the limit is {quota.max_waiting}"
-                )
+def check_submission(conn: sa.Connection, namespace: str, queue: str, now: dt.datetime) -> bool:
+    """Raise QuotaExceeded if one more WAITING task in ``queue`` would break a quota (nothing
+    is written then); True when quotas cover the queue, i.e. the new task is counted."""
+    scope = lock_scope(conn, namespace, [queue])
+    for quota in scope:
+        if quota.max_waiting is not None and quota.waiting >= quota.max_waiting:
+            raise QuotaExceeded(
+                f"quota {quota.name!r}: {quota.waiting} tasks waiting in "
+                f"{_scope(quota.queue)}, the limit is {quota.max_waiting}"
+            )
         if quota.submit_rate_per_second is not None:
             _take_rate_token(conn, quota, now)
+    return bool(scope)
 
 
 def _take_rate_token(conn: sa.Connection, quota: sa.Row[Any], now: dt.datetime) -> None:
@@ -71,16 +83,68 @@ def _take_rate_token(conn: sa.Connection, quota: sa.Row[Any], now: dt.datetime) 
     )
 
 
-def running_capacity(conn: sa.Connection, namespace: str, queue: str) -> int | None:
-    """How many more tasks of ``queue`` may be leased now; None when no quota limits it."""
-    capacity: int | None = None
-    for quota in _lock_quotas(conn, namespace, queue):
+def state_deltas(from_state: TaskState | None, to_state: TaskState) -> tuple[int, int]:
+    """How a move changes a counted task's contribution to (waiting, running)."""
+
+    def weight(state: TaskState | None) -> tuple[int, int]:
+        return (int(state is TaskState.WAITING), int(state in _LIVE))
+
+    before, after = weight(from_state), weight(to_state)
+    return after[0] - before[0], after[1] - before[1]
+
+
+def count(
+    conn: sa.Connection, namespace: str, queue: str, *, waiting: int = 0, running: int = 0
+) -> None:
+    """Add to the counters of every quota covering ``queue`` (a counted task moved)."""
+    if not (waiting or running):
+        return
+    ids = _scope_ids(conn, namespace, [queue])
+    if ids:
+        update = (
+            quotas.update()
+            .where(quotas.c.id.in_(ids), quotas.c.queue.in_([queue, WHOLE_NAMESPACE]))
+            .values(waiting=quotas.c.waiting + waiting, running=quotas.c.running + running)
+        )
+        conn.execute(by_primary_key(update, quotas))
+
+
+@dataclass
+class RunningRoom:
+    """How many more counted tasks each queue may lease now, under every max-running quota of
+    its scope (the namespace-wide ones are shared by all queues). None: no limit."""
+
+    per_queue: dict[str, int | None]
+    whole_namespace: int | None
+
+    def take(self, queue: str) -> bool:
+        """Use one unit of room for ``queue``; False when a quota is full."""
+        own = self.per_queue.get(queue)
+        if (own is not None and own <= 0) or (
+            self.whole_namespace is not None and self.whole_namespace <= 0
+        ):
+            return False
+        if own is not None:
+            self.per_queue[queue] = own - 1
+        if self.whole_namespace is not None:
+            self.whole_namespace -= 1
+        return True
+
+
+def running_room(conn: sa.Connection, namespace: str, queues: list[str]) -> RunningRoom:
+    """Lock the quotas covering ``queues`` and read the room their max_running leaves."""
+    room = RunningRoom(dict.fromkeys(queues), None)
+    for quota in lock_scope(conn, namespace, queues):
         if quota.max_running is None:
             continue
-        running = _count(conn, namespace, quota.queue, (TaskState.LEASED, TaskState.RUNNING))
-        room = max(quota.max_running - running, 0)
-        capacity = room if capacity is None else min(capacity, room)
-    return capacity
+        left = max(quota.max_running - quota.running, 0)
+        if quota.queue == WHOLE_NAMESPACE:
+            current = room.whole_namespace
+            room.whole_namespace = left if current is None else min(current, left)
+        else:
+            current = room.per_queue.get(quota.queue)
+            room.per_queue[quota.queue] = left if current is None else min(current, left)
+    return room
 
 
 def _scope(queue: str) -> str:

@@ -20,7 +20,7 @@ from orbit_store.errors import AlreadyRetried, Conflict, InvalidRequest, NotFoun
 from orbit_store.schema import tasks
 
 from .model import Safety, SubmitResult, TaskState
-from .submit import SubmitRequest, submit_task
+from .submit import SubmitRequest, admit, enter
 from .transitions import lock_task, transition
 
 
@@ -124,6 +124,15 @@ def retry_task(
             "declare that running the task again is safe (safe_to_retry=true): the original "
             "may already have produced side effects"
         )
+    # The successor enters the original's queue and gate: those locks come first (lock order:
+    # queue → gate → task); what they depend on (queue, gate) never changes on a task.
+    seen = conn.execute(
+        sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
+    ).one_or_none()
+    if seen is None:
+        raise NotFound(f"task {task_id} not found in namespace {namespace!r}")
+    request = _successor(seen, task_id, actor)
+    admission = admit(conn, request)
     original = _lock_at_version(conn, namespace, task_id, expected_state_version)
     if TaskState(original.state) not in RETRYABLE_STATES:
         raise Conflict(
@@ -135,27 +144,7 @@ def retry_task(
     ).scalar_one_or_none()
     if successor is not None:
         raise AlreadyRetried(task_id, successor)
-    result = submit_task(
-        conn,
-        SubmitRequest(
-            namespace=namespace,
-            queue=original.queue,
-            handler=original.handler,
-            params=original.params,
-            deadline_at=None,
-            priority=original.priority,
-            concurrency_key=original.concurrency_key,
-            concurrency_limit=original.concurrency_limit if original.concurrency_key else None,
-            max_attempts=original.max_attempts,
-            backoff_initial_ms=original.backoff_initial_ms,
-            backoff_max_ms=original.backoff_max_ms,
-            backoff_multiplier=original.backoff_multiplier,
-            safety=Safety(original.safety),
-            gate_id=original.gate_id,
-            retry_of=task_id,
-            submitted_by=actor,
-        ),
-    )
+    result = enter(conn, request, admission)
     record_audit(
         conn,
         namespace=namespace,
@@ -170,3 +159,25 @@ def retry_task(
         now=db_now(conn),
     )
     return result
+
+
+def _successor(original: Any, task_id: str, actor: str) -> SubmitRequest:
+    """The original's request again, linked by retry_of. Its concurrency key keeps the limit in
+    force (declaring the original's would undo a later change)."""
+    return SubmitRequest(
+        namespace=original.namespace,
+        queue=original.queue,
+        handler=original.handler,
+        params=original.params,
+        deadline_at=None,
+        priority=original.priority,
+        concurrency_key=original.concurrency_key,
+        max_attempts=original.max_attempts,
+        backoff_initial_ms=original.backoff_initial_ms,
+        backoff_max_ms=original.backoff_max_ms,
+        backoff_multiplier=original.backoff_multiplier,
+        safety=Safety(original.safety),
+        gate_id=original.gate_id,
+        retry_of=task_id,
+        submitted_by=actor,
+    )

@@ -1,19 +1,36 @@
-"""Engine-level entry points: each runs one store transaction through ``run_transaction`` (with
-deadlock retries) and resolves the ambiguous cases the transactions themselves cannot."""
+"""Engine-level entry points: each runs store transactions through ``run_transaction`` (with
+deadlock retries) and resolves the ambiguous cases the transactions themselves cannot.
+
+The passes of the engine loops (``reap``, ``promote``) handle each item — one session, one
+lease, one task, one namespace — in its own transaction of one namespace. An item that fails is
+logged with what it was, counted in the pass's report, and skipped: one bad row never stops a
+pass, nor the passes of other namespaces.
+"""
 
 from __future__ import annotations
 
 import functools
+import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import sqlalchemy as sa
 
-from orbit_store.db import run_transaction
-from orbit_store.errors import CommitOutcomeUnknown
+from orbit_store.clock import db_now
+from orbit_store.db import retry_sleep, run_transaction
+from orbit_store.errors import CommitOutcomeUnknown, Conflict
+from orbit_store.schema import namespaces
 
 from . import expiry, sessions
+from . import promote as promotion
 from .model import SubmitResult
 from .submit import SubmitRequest, find_submission, submit_task
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
@@ -37,29 +54,85 @@ def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
         return found
 
 
+REGISTER_ATTEMPTS = 5
+
+
+def register(
+    engine: sa.Engine, work: Callable[[sa.Connection], sessions.WorkerSession]
+) -> sessions.WorkerSession:
+    """Register a worker session. Registrations of one worker name racing: a loser hits the
+    live-name unique key; run again, it replaces the winner (the newest wins). Bounded."""
+    for attempt in range(1, REGISTER_ATTEMPTS + 1):
+        try:
+            return run_transaction(engine, work)
+        except sa.exc.IntegrityError as exc:
+            if attempt == REGISTER_ATTEMPTS:
+                raise Conflict(
+                    "this worker name is being registered by several processes at once; "
+                    "give each worker its own name"
+                ) from exc
+            time.sleep(retry_sleep(attempt))
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class ReapReport:
     sessions_expired: int
     leases_lapsed: int
     deadlines_failed: int
     decisions: tuple[expiry.Decision, ...] = ()
+    errors: int = 0  # items that failed (each logged); the pass went on
+
+
+@dataclass
+class _Pass:
+    """Runs items of an engine pass in their own transactions, isolating failures."""
+
+    engine: sa.Engine
+    name: str
+    errors: int = 0
+
+    def run(self, work: Callable[[sa.Connection], T], *, namespace: str, item: str) -> T | None:
+        try:
+            return run_transaction(self.engine, work)
+        except Exception:
+            self.errors += 1
+            log.exception(
+                "%s: %s in namespace %s failed; skipped, the pass goes on",
+                self.name,
+                item,
+                namespace,
+                extra={"loop": self.name, "namespace": namespace, "item": item},
+            )
+            return None
 
 
 def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
     """One pass of the lease reaper: expire sessions, lapse leases, fail overdue tasks.
 
     Safe to run in any number of server replicas at once: every decision re-checks under lock.
-    ``namespace`` restricts the pass to one namespace (tests, per-namespace operations).
+    ``namespace`` restricts the pass to one namespace (tests, per-namespace operations). Finding
+    the work is a read; each decision is its own transaction in the item's namespace.
     """
-    expired = run_transaction(
-        engine, functools.partial(sessions.expire_sessions, limit=limit, namespace=namespace)
-    )
+    run = _Pass(engine, "reaper")
+    expired = 0
+    for session in run_transaction(
+        engine, functools.partial(sessions.find_expired_sessions, limit=limit, namespace=namespace)
+    ):
+        ended = run.run(
+            functools.partial(sessions.expire_session, expired=session),
+            namespace=session.namespace,
+            item=f"worker session {session.session_id}",
+        )
+        expired += bool(ended)
     lapsed: list[expiry.Decision] = []
     for candidate in run_transaction(
         engine, functools.partial(expiry.find_lapsed_attempts, limit=limit, namespace=namespace)
     ):
-        decision = run_transaction(
-            engine, functools.partial(expiry.lapse_attempt, lapsed=candidate)
+        decision = run.run(
+            functools.partial(expiry.lapse_attempt, lapsed=candidate),
+            namespace=candidate.namespace,
+            item=f"task {candidate.task_id} (attempt {candidate.attempt_id})",
         )
         if decision is not None:
             lapsed.append(decision)
@@ -67,10 +140,59 @@ def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -
     for task_namespace, task_id in run_transaction(
         engine, functools.partial(expiry.find_overdue_waiting, limit=limit, namespace=namespace)
     ):
-        decision = run_transaction(
-            engine,
+        decision = run.run(
             functools.partial(expiry.fail_overdue_task, namespace=task_namespace, task_id=task_id),
+            namespace=task_namespace,
+            item=f"task {task_id}",
         )
         if decision is not None:
             failed.append(decision)
-    return ReapReport(expired, len(lapsed), len(failed), tuple(lapsed + failed))
+    return ReapReport(expired, len(lapsed), len(failed), tuple(lapsed + failed), run.errors)
+
+
+@dataclass(frozen=True)
+class PromoteReport:
+    promoted: int  # SCHEDULED tasks placed on their path
+    released: int  # blocked tasks that got a permit left free (repair)
+    errors: int = 0
+
+
+def promote(
+    engine: sa.Engine, *, namespace: str | None = None, limit: int = promotion.PROMOTE_BATCH
+) -> PromoteReport:
+    """One pass of the promoter: in each namespace (its own transactions), place the SCHEDULED
+    tasks that fell due, batch by batch, and hand free permits to blocked tasks."""
+    run = _Pass(engine, "promoter")
+    promoted = released = 0
+    for name in [namespace] if namespace is not None else _namespaces(engine):
+        while True:
+            placed = run.run(
+                functools.partial(_promote_due, namespace=name, limit=limit),
+                namespace=name,
+                item="due tasks",
+            )
+            promoted += placed or 0
+            if not placed or placed < limit:
+                break
+        moved = run.run(
+            functools.partial(_release_stranded, namespace=name),
+            namespace=name,
+            item="concurrency keys",
+        )
+        released += moved or 0
+    return PromoteReport(promoted, released, run.errors)
+
+
+def _promote_due(conn: sa.Connection, namespace: str, limit: int) -> int:
+    return promotion.promote_due(conn, namespace=namespace, now=db_now(conn), limit=limit)
+
+
+def _release_stranded(conn: sa.Connection, namespace: str) -> int:
+    return promotion.release_stranded_permits(conn, namespace=namespace, now=db_now(conn))
+
+
+def _namespaces(engine: sa.Engine) -> list[str]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(sa.select(namespaces.c.name).order_by(namespaces.c.name)).scalars()
+        )

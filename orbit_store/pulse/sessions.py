@@ -2,6 +2,13 @@
 
 Ending a session never decides a task's fate directly: it sets its attempts' leases to lapse
 now, and the reaper applies the usual rules (safe tasks retried, unsafe ones to NEEDS_REVIEW).
+Ending takes the session row exclusively; claims, starts and renewals read it under a shared
+lock, so an end that commits first refuses them and one that comes later waits for them and
+then cuts their leases (lock order: pod → session → gate → task → attempt).
+
+A session declares the handlers it runs (``handlers``; NULL: any) and is granted only those.
+Two live sessions never share a worker name: ``live_worker_name`` is unique per namespace and
+set only while the session is live.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
@@ -30,12 +38,32 @@ class WorkerSession:
     generation: int
     state: str
     expires_at: dt.datetime
+    handlers: list[str] | None = None
 
 
 def _view(row: sa.Row[Any]) -> WorkerSession:
     return WorkerSession(
-        row.id, row.namespace, row.worker_name, row.generation, row.state, row.expires_at
+        row.id,
+        row.namespace,
+        row.worker_name,
+        row.generation,
+        row.state,
+        row.expires_at,
+        row.handlers,
     )
+
+
+def session_is_live(conn: sa.Connection, namespace: str, session_id: str | None) -> bool:
+    """Whether the session is ACTIVE or DRAINING, read under a shared lock (an end in flight
+    waits for us, or we for it). No session (store-level callers): live."""
+    if session_id is None:
+        return True
+    state = conn.execute(
+        sa.select(worker_sessions.c.state)
+        .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
+        .with_for_update(read=True)
+    ).scalar_one_or_none()
+    return state in LIVE
 
 
 def register_session(
@@ -47,32 +75,41 @@ def register_session(
     ttl_seconds: int = 60,
     pod_uid: str | None = None,
     require_registered_pod: bool = False,
+    handlers: list[str] | None = None,
 ) -> WorkerSession:
-    """Open a session. The same worker name re-registering closes its older live sessions."""
+    """Open a session. The same worker name re-registering closes its older live sessions.
+
+    In cluster mode the pod's row is read under a shared lock: a pod deletion in flight either
+    commits first (this registration is refused) or waits and then revokes this session too.
+    Two registrations of one name racing: the loser hits the live-name unique key and raises
+    IntegrityError; ``service.register`` runs it again, which then replaces the winner."""
     now = db_now(conn)
     pool = node = None
     if pod_uid is not None or require_registered_pod:
-        pod = conn.execute(sa.select(worker_pods).where(worker_pods.c.uid == pod_uid)).one_or_none()
+        pod = conn.execute(
+            sa.select(worker_pods).where(worker_pods.c.uid == pod_uid).with_for_update(read=True)
+        ).one_or_none()
         if pod is None or pod.deleted_at is not None or pod.namespace != namespace:
             raise Conflict(
                 f"pod {pod_uid!r} is not a registered worker pod of namespace {namespace!r}; "
                 "in cluster mode workers must run in a WorkerPool"
             )
         pool, node = pod.pool, pod.node
-    previous = conn.execute(
-        sa.select(worker_sessions.c.id, worker_sessions.c.generation, worker_sessions.c.state)
-        .where(
+    live = conn.execute(
+        sa.select(worker_sessions.c.id).where(
+            worker_sessions.c.namespace == namespace,
+            worker_sessions.c.live_worker_name == worker_name,
+        )
+    ).scalar_one_or_none()
+    if live is not None and lock_session(conn, namespace, live).state in LIVE:  # by primary key
+        end_session(conn, live, "CLOSED", "replaced by a newer session of the same worker", now)
+    last = conn.execute(
+        sa.select(sa.func.max(worker_sessions.c.generation)).where(
             worker_sessions.c.namespace == namespace, worker_sessions.c.worker_name == worker_name
         )
-        .with_for_update()
-    ).all()
-    for old in previous:
-        if old.state in LIVE:
-            end_session(
-                conn, old.id, "CLOSED", "replaced by a newer session of the same worker", now
-            )
+    ).scalar_one()
     session_id = new_id()
-    generation = max((p.generation for p in previous), default=0) + 1
+    generation = (last or 0) + 1
     conn.execute(
         worker_sessions.insert().values(
             id=session_id,
@@ -84,6 +121,8 @@ def register_session(
             generation=generation,
             state="ACTIVE",
             queues=queues,
+            handlers=sorted(set(handlers)) if handlers is not None else None,
+            live_worker_name=worker_name,
             created_at=now,
             renewed_at=now,
             expires_at=now + dt.timedelta(seconds=ttl_seconds),
@@ -96,10 +135,11 @@ def register_session(
         generation,
         "ACTIVE",
         now + dt.timedelta(seconds=ttl_seconds),
+        sorted(set(handlers)) if handlers is not None else None,
     )
 
 
-def _lock(conn: sa.Connection, namespace: str, session_id: str) -> sa.Row[Any]:
+def lock_session(conn: sa.Connection, namespace: str, session_id: str) -> sa.Row[Any]:
     row = conn.execute(
         sa.select(worker_sessions)
         .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
@@ -114,7 +154,7 @@ def renew_session(
     conn: sa.Connection, *, namespace: str, session_id: str, ttl_seconds: int | None = None
 ) -> WorkerSession:
     """Extend the session by its own TTL (the one it registered with) unless told otherwise."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state not in LIVE:
         raise Conflict(f"worker session {session_id} is {row.state}; register a new one")
     now = db_now(conn)
@@ -129,12 +169,14 @@ def renew_session(
         .where(worker_sessions.c.id == session_id)
         .values(renewed_at=now, expires_at=expires)
     )
-    return WorkerSession(row.id, row.namespace, row.worker_name, row.generation, row.state, expires)
+    return WorkerSession(
+        row.id, row.namespace, row.worker_name, row.generation, row.state, expires, row.handlers
+    )
 
 
 def drain_session(conn: sa.Connection, *, namespace: str, session_id: str) -> WorkerSession:
     """Stop leasing new tasks; heartbeats and completions of running attempts continue."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state == "ACTIVE":
         conn.execute(
             worker_sessions.update()
@@ -142,57 +184,91 @@ def drain_session(conn: sa.Connection, *, namespace: str, session_id: str) -> Wo
             .values(state="DRAINING")
         )
         return WorkerSession(
-            row.id, row.namespace, row.worker_name, row.generation, "DRAINING", row.expires_at
+            row.id,
+            row.namespace,
+            row.worker_name,
+            row.generation,
+            "DRAINING",
+            row.expires_at,
+            row.handlers,
         )
     return _view(row)
 
 
 def close_session(conn: sa.Connection, *, namespace: str, session_id: str) -> None:
     """The worker is leaving cleanly; anything it still holds lapses now."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state in LIVE:
         end_session(conn, session_id, "CLOSED", "closed by worker", db_now(conn))
 
 
 def revoke_session(conn: sa.Connection, *, namespace: str, session_id: str, reason: str) -> None:
     """Revoke (pod deleted or failed, admin action); its leases lapse through Pulse's rules."""
-    row = _lock(conn, namespace, session_id)
+    row = lock_session(conn, namespace, session_id)
     if row.state in LIVE:
         end_session(conn, session_id, "REVOKED", reason, db_now(conn))
 
 
-def expire_sessions(conn: sa.Connection, *, limit: int = 100, namespace: str | None = None) -> int:
-    """End live sessions whose TTL passed without renewal."""
-    now = db_now(conn)
+@dataclass(frozen=True)
+class ExpiredSession:
+    namespace: str
+    session_id: str
+
+
+def find_expired_sessions(
+    conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
+) -> list[ExpiredSession]:
+    """Live sessions whose TTL passed without renewal (a read; each is ended in its own
+    one-namespace transaction by :func:`expire_session`)."""
     query = (
-        sa.select(worker_sessions.c.id)
-        .where(worker_sessions.c.state.in_(LIVE), worker_sessions.c.expires_at <= now)
+        sa.select(worker_sessions.c.namespace, worker_sessions.c.id)
+        .where(worker_sessions.c.state.in_(LIVE), worker_sessions.c.expires_at <= db_now(conn))
+        .order_by(worker_sessions.c.expires_at)
         .limit(limit)
-        .with_for_update(skip_locked=True)
     )
     if namespace is not None:
         query = query.where(worker_sessions.c.namespace == namespace)
-    ids = conn.execute(query).scalars().all()
-    for session_id in ids:
-        end_session(conn, session_id, "EXPIRED", "not renewed in time", now)
-    return len(ids)
+    return [ExpiredSession(r.namespace, r.id) for r in conn.execute(query)]
+
+
+def expire_session(conn: sa.Connection, expired: ExpiredSession) -> bool:
+    """End the session if it is still live and still past its TTL (re-checked under lock)."""
+    row = lock_session(conn, expired.namespace, expired.session_id)
+    now = db_now(conn)
+    if row.state not in LIVE or row.expires_at > now:
+        return False
+    end_session(conn, expired.session_id, "EXPIRED", "not renewed in time", now)
+    return True
 
 
 def end_session(
     conn: sa.Connection, session_id: str, state: str, reason: str, now: dt.datetime
 ) -> None:
-    """End a live session and make its leases lapse now (the reaper decides each task)."""
+    """End a live session (its row is locked by the caller) and make its leases lapse now (the
+    reaper decides each task). The session's attempts are found by a plain read and updated by
+    primary key: no new one can appear (claims hold the session row shared), and a waiting lock
+    through ix_task_attempts_session would deadlock with a completion that holds the attempt
+    and changes its state."""
     conn.execute(
         worker_sessions.update()
         .where(worker_sessions.c.id == session_id)
-        .values(state=state, ended_at=now, end_reason=reason[:255])
+        .values(state=state, ended_at=now, end_reason=reason[:255], live_worker_name=None)
     )
-    conn.execute(
-        task_attempts.update()
-        .where(
+    attempts = conn.execute(
+        sa.select(task_attempts.c.id).where(
             task_attempts.c.worker_session_id == session_id,
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
-            task_attempts.c.lease_expires_at > now,
         )
-        .values(lease_expires_at=now)
-    )
+    ).scalars()
+    ids = sorted(attempts)
+    if ids:
+        cut = (
+            task_attempts.update()
+            .where(
+                task_attempts.c.id.in_(ids),
+                task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+                task_attempts.c.lease_expires_at > now,
+            )
+            .values(lease_expires_at=now)
+        )
+        conn.execute(by_primary_key(cut, task_attempts))

@@ -1,8 +1,10 @@
 """Starting an attempt (seed §5 "开始"): LEASED → RUNNING after checking the grant.
 
-Invariant 3: only the current attempt presenting its secret token, within its lease, may start;
-the execution gate (inv. 12) and the cancel intent are re-checked here, at the last moment
-before the handler runs.
+Invariant 3: only the current attempt presenting its secret token, within its lease, from a live
+worker session, may start; the execution gate (inv. 12) and the cancel intent are re-checked
+here, at the last moment before the handler runs. The session and the gate are read under
+shared locks, and the time after every lock is held: a revoke (pod deleted) or a gate closing
+that commits first wins, one that comes later waits for this start and then applies.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from orbit_store.schema import execution_gates, task_attempts
+from orbit_store.clock import db_now
+from orbit_store.schema import task_attempts
 
 from .attempts import find_attempt, finish_attempt, token_matches
+from .gates import gate_is_open
 from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
-from .transitions import hand_back, lock_task_now, transition
+from .sessions import session_is_live
+from .transitions import hand_back, lock_task, transition
 
 
 def start_attempt(
@@ -36,22 +41,22 @@ def start_attempt(
         return StartResult(False, StartRefusal.NOT_FOUND)
     if not token_matches(token, found.token_hash):
         return StartResult(False, StartRefusal.INVALID_TOKEN)
-    task, now = lock_task_now(conn, namespace, found.task_id)
+    session_live = session_is_live(conn, namespace, found.worker_session_id)
+    gate_open = gate_is_open(conn, found.gate_id)
+    task = lock_task(conn, namespace, found.task_id)
     assert task is not None
+    now = db_now(conn)
     if task.current_attempt_id != attempt_id:
         return StartResult(False, StartRefusal.STALE_ATTEMPT)
     # Under the task lock a current attempt is in the task's state: every path that ends or
     # starts an attempt holds that lock, so the attempt row need not be read again.
     if task.state == TaskState.RUNNING.value:
         return StartResult(True, lease_expires_at=found.lease_expires_at, already_started=True)
+    if not session_live:  # ending a session ended its leases (the reaper settles the task)
+        return StartResult(False, StartRefusal.LEASE_EXPIRED)
     if task.cancel_requested:
         finish_attempt(
-            conn,
-            attempt_id,
-            AttemptOutcome.CANCELLED,
-            now=now,
-            reason="cancel requested",
-            holds_permit=task.concurrency_key is not None,
+            conn, attempt_id, AttemptOutcome.CANCELLED, now=now, reason="cancel requested"
         )
         transition(
             conn,
@@ -62,9 +67,9 @@ def start_attempt(
             attempt_id=attempt_id,
         )
         return StartResult(False, StartRefusal.CANCEL_REQUESTED)
-    if task.gate_id is not None and not _gate_open(conn, task.gate_id):
+    if not gate_open:
         # Hand the task back at once rather than letting the lease run out.
-        hand_back(conn, task, attempt_id, now=now, reason="gate closed at start")
+        hand_back(conn, task, attempt_id, now=now, reason="gate closed at start", gate_open=False)
         return StartResult(False, StartRefusal.GATE_CLOSED)
     expires = now + dt.timedelta(seconds=task.lease_seconds)
     updated = conn.execute(
@@ -94,12 +99,3 @@ def start_attempt(
         safety=safety.value,
     )
     return StartResult(True, lease_expires_at=expires)
-
-
-def _gate_open(conn: sa.Connection, gate_id: str) -> bool:
-    allowed = conn.execute(
-        sa.select(execution_gates.c.allowed)
-        .where(execution_gates.c.id == gate_id)
-        .with_for_update(read=True)
-    ).scalar_one_or_none()
-    return bool(allowed)

@@ -4,6 +4,12 @@ Invariant 1: when this commits, the task, its idempotency record and its event a
 Invariant 6: the same namespace + idempotency key returns the original task (a replay) when the
 request digest matches, and is a typed conflict otherwise. A commit whose outcome is unknown is
 resolved by looking the key up (:func:`find_submission`), never by resubmitting under a new key.
+
+The task starts on its wait path (``paths``): SCHEDULED when due later, BLOCKED_GATE behind a
+closed gate, READY with a concurrency permit or BLOCKED_KEY without one. The queue and namespace
+rows are read under a shared lock, so a queue being deleted and a namespace's first quota
+serialise with the submission (no task accepted into a queue that is gone, none uncounted).
+Lock order: namespace/queue (shared) → gate (shared) → concurrency key → quota rows → inserts.
 """
 
 from __future__ import annotations
@@ -19,11 +25,11 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
-from orbit_store.schema import concurrency_keys, submission_keys, tasks
+from orbit_store.schema import execution_gates, submission_keys, tasks
 
-from . import quota
-from .model import QueuePolicy, Safety, SubmitResult, TaskState
-from .queues import get_queue_policy
+from . import quota, semaphores
+from .model import QueuePolicy, Safety, SubmitResult, TaskState, WaitPath
+from .queues import lock_submission_scope
 from .transitions import append_event
 
 #: How long an idempotency key is remembered (covers client retries and outbox relays).
@@ -106,15 +112,33 @@ def submit_task(conn: sa.Connection, request: SubmitRequest) -> SubmitResult:
 
     Raises NotFound (undeclared queue), Conflict (key reused for another request),
     QuotaExceeded (nothing written), InvalidRequest. A concurrent duplicate that loses the race
-    on the key surfaces as an IntegrityError; :func:`orbit_store.pulse.api.submit` retries it as
-    a lookup.
+    on the key surfaces as an IntegrityError; :func:`orbit_store.pulse.service.submit` retries
+    it as a lookup.
     """
     digest = request.digest()
     if request.idempotency_key is not None:
         existing = find_submission(conn, request.namespace, request.idempotency_key, digest)
         if existing is not None:
             return existing
-    policy = get_queue_policy(conn, request.namespace, request.queue)
+    return enter(conn, request, admit(conn, request))
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A request that may enter its queue: the queue's policy, the time, the gate's state."""
+
+    policy: QueuePolicy
+    has_quotas: bool
+    now: dt.datetime
+    available_at: dt.datetime
+    gate_open: bool
+
+
+def admit(conn: sa.Connection, request: SubmitRequest) -> Admission:
+    """The checks before anything is written: the queue exists and accepts tasks (its row and
+    the namespace's under a shared lock), the request is valid, the gate (shared lock)."""
+    scope = lock_submission_scope(conn, request.namespace, request.queue)
+    policy = scope.policy
     if policy is None:
         raise NotFound(
             f"queue {request.queue!r} is not declared in namespace {request.namespace!r}: "
@@ -127,53 +151,40 @@ def submit_task(conn: sa.Connection, request: SubmitRequest) -> SubmitResult:
         )
     _validate(request, policy)
     now = db_now(conn)
-    quota.check_submission(conn, request.namespace, request.queue, now)
-
     if request.available_at is not None:
         available_at = request.available_at
     else:
         available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
+    return Admission(policy, scope.has_quotas, now, available_at, _gate_open(conn, request))
+
+
+def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> SubmitResult:
+    """Write the task on its first wait path, with its permit, quota count, key and event."""
+    policy, now = admission.policy, admission.now
+    semaphore = None
     if request.concurrency_key is not None:
-        _ensure_concurrency_key(conn, request.namespace, request.concurrency_key, now)
+        declared = request.concurrency_limit or policy.concurrency_limit
+        semaphore = semaphores.declare(
+            conn, request.namespace, request.concurrency_key, declared, now
+        )
+    path = _first_path(admission.available_at, now, admission.gate_open, semaphore)
+    counted = admission.has_quotas and quota.check_submission(
+        conn, request.namespace, request.queue, now
+    )
     task_id = new_id()
-    row = {
-        "id": task_id,
-        "namespace": request.namespace,
-        "queue": request.queue,
-        "handler": request.handler,
-        "params": request.params,
-        "state": TaskState.WAITING.value,
-        "state_version": 1,
-        "priority": request.priority if request.priority is not None else policy.priority,
-        "available_at": available_at,
-        "deadline_at": request.deadline_at,
-        "created_at": now,
-        "updated_at": now,
-        "max_attempts": request.max_attempts or policy.retry.max_attempts,
-        "attempts_used": 0,
-        "backoff_initial_ms": _pick(request.backoff_initial_ms, policy.retry.backoff_initial_ms),
-        "backoff_max_ms": _pick(request.backoff_max_ms, policy.retry.backoff_max_ms),
-        "backoff_multiplier": _pick(request.backoff_multiplier, policy.retry.backoff_multiplier),
-        "lease_seconds": policy.lease_seconds,
-        "attempt_timeout_seconds": policy.attempt_timeout_seconds,
-        "safety": (request.safety or policy.safety_default).value,
-        "concurrency_key": request.concurrency_key,
-        "concurrency_limit": request.concurrency_limit or policy.concurrency_limit or 1,
-        "cancel_requested": False,
-        "gate_id": request.gate_id,
-        "retry_of": request.retry_of,
-        "workflow_instance_id": request.workflow_instance_id,
-        "workflow_activation_id": request.workflow_activation_id,
-        "schedule_id": request.schedule_id,
-        "submitted_by": request.submitted_by,
-    }
-    conn.execute(tasks.insert().values(**row))
+    conn.execute(
+        tasks.insert().values(**_task_row(request, admission, task_id, path, counted, semaphore))
+    )
+    if semaphore is not None and path is WaitPath.READY:
+        semaphores.take_permits(conn, request.namespace, semaphore.key, [task_id], now)
+    if counted:
+        quota.count(conn, request.namespace, request.queue, waiting=1)
     if request.idempotency_key is not None:
         conn.execute(
             submission_keys.insert().values(
                 namespace=request.namespace,
                 idempotency_key=request.idempotency_key,
-                request_digest=digest,
+                request_digest=request.digest(),
                 task_id=task_id,
                 created_at=now,
                 expires_at=now + KEY_RETENTION,
@@ -190,27 +201,84 @@ def submit_task(conn: sa.Connection, request: SubmitRequest) -> SubmitResult:
         reason="submitted",
         actor=request.submitted_by,
     )
-    return SubmitResult(task_id=task_id, state=TaskState.WAITING, replayed=False)
+    return SubmitResult(task_id=task_id, state=TaskState.WAITING, replayed=False, wait_path=path)
+
+
+def _task_row(
+    request: SubmitRequest,
+    admission: Admission,
+    task_id: str,
+    path: WaitPath,
+    counted: bool,
+    semaphore: semaphores.Semaphore | None,
+) -> dict[str, Any]:
+    policy, now = admission.policy, admission.now
+    return {
+        "id": task_id,
+        "namespace": request.namespace,
+        "queue": request.queue,
+        "handler": request.handler,
+        "params": request.params,
+        "state": TaskState.WAITING.value,
+        "state_version": 1,
+        "wait_path": path.value,
+        "quota_counted": counted,
+        "priority": request.priority if request.priority is not None else policy.priority,
+        "available_at": admission.available_at,
+        "deadline_at": request.deadline_at,
+        "created_at": now,
+        "updated_at": now,
+        "max_attempts": request.max_attempts or policy.retry.max_attempts,
+        "attempts_used": 0,
+        "backoff_initial_ms": _pick(request.backoff_initial_ms, policy.retry.backoff_initial_ms),
+        "backoff_max_ms": _pick(request.backoff_max_ms, policy.retry.backoff_max_ms),
+        "backoff_multiplier": _pick(request.backoff_multiplier, policy.retry.backoff_multiplier),
+        "lease_seconds": policy.lease_seconds,
+        "attempt_timeout_seconds": policy.attempt_timeout_seconds,
+        "safety": (request.safety or policy.safety_default).value,
+        "concurrency_key": request.concurrency_key,
+        "concurrency_limit": semaphore.limit if semaphore is not None else 1,
+        "cancel_requested": False,
+        "gate_id": request.gate_id,
+        "retry_of": request.retry_of,
+        "workflow_instance_id": request.workflow_instance_id,
+        "workflow_activation_id": request.workflow_activation_id,
+        "schedule_id": request.schedule_id,
+        "submitted_by": request.submitted_by,
+    }
 
 
 def _pick(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _ensure_concurrency_key(
-    conn: sa.Connection, namespace: str, key: str, now: dt.datetime
-) -> None:
-    exists = conn.execute(
-        sa.select(concurrency_keys.c.concurrency_key).where(
-            concurrency_keys.c.namespace == namespace, concurrency_keys.c.concurrency_key == key
+def _gate_open(conn: sa.Connection, request: SubmitRequest) -> bool:
+    """The task's gate, read under a shared lock; it must belong to the namespace."""
+    if request.gate_id is None:
+        return True
+    allowed = conn.execute(
+        sa.select(execution_gates.c.allowed)
+        .where(
+            execution_gates.c.id == request.gate_id,
+            execution_gates.c.namespace == request.namespace,
         )
-    ).one_or_none()
-    if exists is None:
-        insert = (
-            concurrency_keys.insert()
-            .values(namespace=namespace, concurrency_key=key, created_at=now)
-            .prefix_with("IGNORE", dialect="mysql")
-            .prefix_with("IGNORE", dialect="mariadb")
-            .prefix_with("OR IGNORE", dialect="sqlite")
-        )
-        conn.execute(insert)
+        .with_for_update(read=True)
+    ).scalar_one_or_none()
+    if allowed is None:
+        raise NotFound(f"execution gate {request.gate_id} not found in {request.namespace!r}")
+    return bool(allowed)
+
+
+def _first_path(
+    available_at: dt.datetime,
+    now: dt.datetime,
+    gate_open: bool,
+    semaphore: semaphores.Semaphore | None,
+) -> WaitPath:
+    if available_at > now:
+        return WaitPath.SCHEDULED
+    if not gate_open:
+        return WaitPath.BLOCKED_GATE
+    if semaphore is not None and not semaphore.free:
+        return WaitPath.BLOCKED_KEY
+    return WaitPath.READY

@@ -1,6 +1,13 @@
 """The one way a task changes state: a conditional UPDATE guarded by (state, state_version) whose
 affected-row count is checked, plus its task_event — and, for outcomes, its result_event — in the
-same transaction (invariants 2, 4)."""
+same transaction (invariants 2, 4).
+
+The same transaction keeps the engine's bookkeeping in step with the state: a task entering
+WAITING is put on the wait path its caller chose (``paths``); a concurrency permit the task no
+longer holds is released and handed to the key's next blocked task (``semaphores``); a counted
+task's quota counters move with it (``quota``). Lock order: the task row (held by the caller),
+then key rows, then quota rows, then inserts.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +22,10 @@ from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
+from . import quota, semaphores
 from .attempts import finish_attempt
-from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState
+from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState, WaitPath
+from .paths import holds_permit, reentry_path
 
 
 class LostRace(Exception):
@@ -57,20 +66,25 @@ def transition(
     attempt_id: str | None = None,
     actor: str | None = None,
     details: dict[str, Any] | None = None,
+    wait_path: WaitPath | None = None,
     **values: Any,
 ) -> int:
     """Move ``task`` (as read under lock) to ``to_state``; return the new state_version.
+    ``wait_path`` is required exactly when ``to_state`` is WAITING.
 
     Raises :class:`LostRace` when the row is no longer at the state/version that was read.
     """
     from_state = TaskState(task.state)
     if (from_state, to_state) not in LEGAL_TRANSITIONS:
         raise ValueError(f"illegal transition {from_state} -> {to_state} for task {task.id}")
+    if (wait_path is None) is (to_state is TaskState.WAITING):
+        raise ValueError(f"a task enters WAITING on a wait path, and only then ({task.id})")
     new_version = int(task.state_version) + 1
     if to_state.is_terminal:
         values.setdefault("finished_at", now)
     if not to_state.is_live:
         values.setdefault("current_attempt_id", None)
+    path = wait_path.value if wait_path is not None else None
     updated = conn.execute(
         tasks.update()
         .where(
@@ -78,10 +92,22 @@ def transition(
             tasks.c.state == from_state.value,
             tasks.c.state_version == task.state_version,
         )
-        .values(state=to_state.value, state_version=new_version, updated_at=now, **values)
+        .values(
+            state=to_state.value,
+            state_version=new_version,
+            wait_path=path,
+            updated_at=now,
+            **values,
+        )
     )
     if updated.rowcount != 1:
         raise LostRace(f"task {task.id} moved on from {from_state}@{task.state_version}")
+    key = task.concurrency_key
+    if holds_permit(task.state, task.wait_path, key) and not holds_permit(to_state, path, key):
+        semaphores.release(conn, task.namespace, key, [task.id], now)
+    if task.quota_counted:
+        waiting, running = quota.state_deltas(from_state, to_state)
+        quota.count(conn, task.namespace, task.queue, waiting=waiting, running=running)
     append_event(
         conn,
         task.id,
@@ -158,18 +184,19 @@ def append_event(
 
 
 def hand_back(
-    conn: sa.Connection, task: sa.Row[Any], attempt_id: str, *, now: dt.datetime, reason: str
+    conn: sa.Connection,
+    task: sa.Row[Any],
+    attempt_id: str,
+    *,
+    now: dt.datetime,
+    reason: str,
+    gate_open: bool,
 ) -> None:
     """Return an unstarted LEASED task to WAITING at once. The handler never ran, so the
-    attempt is recorded as RELEASED and not counted against max attempts."""
-    finish_attempt(
-        conn,
-        attempt_id,
-        AttemptOutcome.RELEASED,
-        now=now,
-        reason=reason,
-        holds_permit=task.concurrency_key is not None,
-    )
+    attempt is recorded as RELEASED and not counted against max attempts; the task keeps its
+    place (READY with its permit) unless its gate is closed (``gate_open``, read by the caller
+    under the gate's shared lock)."""
+    finish_attempt(conn, attempt_id, AttemptOutcome.RELEASED, now=now, reason=reason)
     transition(
         conn,
         task,
@@ -177,6 +204,7 @@ def hand_back(
         now=now,
         reason=reason,
         attempt_id=attempt_id,
+        wait_path=reentry_path(now, now, gate_open),
         available_at=now,
         attempts_used=task.attempts_used - 1,
     )

@@ -25,6 +25,10 @@ namespaces = sa.Table(
     metadata,
     sa.Column("name", sa.String(NAME_LENGTH), primary_key=True),
     created_at_column(),
+    # Set while any quota exists here: submits then lock the quotas in scope and count the task
+    # (tasks.quota_counted). Submits read this row under a shared lock; declaring the first
+    # quota of a scope takes it exclusively, so no submission slips past a new quota's count.
+    sa.Column("has_quotas", sa.Boolean(), nullable=False, server_default=sa.false()),
     comment="Routing unit for every row; one transaction never spans two namespaces.",
 )
 
@@ -43,7 +47,9 @@ credentials = sa.Table(
     sa.Column("expires_at", UtcDateTime, nullable=True),
     sa.Column("revoked_at", UtcDateTime, nullable=True),
     sa.UniqueConstraint("namespace", "name"),
-    sa.UniqueConstraint("token_hash"),
+    # Unique per namespace only (never across namespaces: that would reveal a token exists in
+    # another namespace); token_hash leads so authentication finds a token by its hash.
+    sa.UniqueConstraint("token_hash", "namespace"),
     state_check("source", RESOURCE_SOURCES, "source"),
 )
 
@@ -96,6 +102,10 @@ quotas = sa.Table(
     # Token bucket for the submit rate, refilled from database time on each submission.
     sa.Column("rate_tokens", sa.Double(), nullable=True),
     sa.Column("rate_refilled_at", UtcDateTime, nullable=True),
+    # Counted tasks in scope (tasks.quota_counted) by state, kept by the transitions in the
+    # same transactions, so a check is O(1); `orbit admin verify` compares them with a count.
+    sa.Column("waiting", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("running", sa.Integer(), nullable=False, server_default="0"),
     sa.Column("source", sa.String(16), nullable=False),
     sa.Column("spec_generation", sa.Integer(), nullable=False),
     created_at_column(),
@@ -114,9 +124,10 @@ execution_gates = sa.Table(
     sa.Column("owner_kind", sa.String(32), nullable=False),
     sa.Column("owner_id", sa.String(64), nullable=False),
     sa.Column("allowed", sa.Boolean(), nullable=False),
-    # Bumped on every allow/pause flip; claim and start read it under a shared lock (inv. 12).
+    # Bumped on every allow/pause flip (orbit_store.pulse.gates.set_gate, the one writer); start
+    # and the placement of a task on a wait path read it under a shared lock (inv. 12).
     sa.Column("control_version", sa.Integer(), nullable=False),
     created_at_column(),
     updated_at_column(),
-    sa.UniqueConstraint("owner_kind", "owner_id"),
+    sa.UniqueConstraint("namespace", "owner_kind", "owner_id"),
 )

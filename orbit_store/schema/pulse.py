@@ -7,7 +7,6 @@ import sqlalchemy as sa
 from .access import SAFETY_CLASSES
 from .base import metadata
 from .types import (
-    ID_LENGTH,
     KEY_LENGTH,
     NAME_LENGTH,
     Json,
@@ -29,6 +28,10 @@ TASK_STATES = (
     "NEEDS_REVIEW",
     "CANCELLED",
 )
+#: Which path a WAITING task is on (NULL for every other state): the claim path (READY), due
+#: later (SCHEDULED), behind a closed execution gate (BLOCKED_GATE) or waiting for a concurrency
+#: permit (BLOCKED_KEY). Claims read only READY rows; see orbit_store/pulse/paths.py.
+WAIT_PATHS = ("READY", "SCHEDULED", "BLOCKED_GATE", "BLOCKED_KEY")
 ATTEMPT_STATES = ("LEASED", "RUNNING", "FINISHED")
 ATTEMPT_OUTCOMES = ("SUCCEEDED", "FAILED", "UNKNOWN", "LAPSED", "CANCELLED", "RELEASED")
 
@@ -43,6 +46,10 @@ tasks = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     # Bumped by every transition; task_events has exactly one row per value (invariant 2, 4).
     sa.Column("state_version", sa.Integer(), nullable=False),
+    # Internal: the path a WAITING task is on (WAIT_PATHS); users see WAITING either way.
+    sa.Column("wait_path", sa.String(16), nullable=True),
+    # Counted in the quotas of its scope (namespace '*' and its queue) while unfinished.
+    sa.Column("quota_counted", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.Column("priority", sa.Integer(), nullable=False),
     sa.Column("available_at", UtcDateTime, nullable=False),
     sa.Column("deadline_at", UtcDateTime, nullable=True),
@@ -59,6 +66,7 @@ tasks = sa.Table(
     sa.Column("attempt_timeout_seconds", sa.Integer(), nullable=True),
     sa.Column("safety", sa.String(8), nullable=False),
     sa.Column("concurrency_key", sa.String(KEY_LENGTH), nullable=True),
+    # The limit this submission declared (or inherited); the key's row holds the one in force.
     sa.Column("concurrency_limit", sa.Integer(), nullable=False),
     # The live attempt (LEASED/RUNNING only); NULL otherwise.
     ref_column("current_attempt_id", nullable=True),
@@ -74,13 +82,43 @@ tasks = sa.Table(
     sa.Column("result", Json, nullable=True),
     sa.Column("error", Json, nullable=True),
     sa.Column("submitted_by", sa.String(KEY_LENGTH), nullable=True),
-    # Hot path: claim = namespace + queue + WAITING, ordered by priority then available_at.
-    sa.Index("ix_tasks_claim", "namespace", "queue", "state", "priority", "available_at"),
+    # Claim path: READY rows of a queue (any handler / one handler), in priority order. Blocked
+    # and future rows sit in other ranges of these indexes, so a claim never reads them.
+    sa.Index("ix_tasks_ready", "namespace", "queue", "wait_path", "priority", "available_at"),
+    sa.Index(
+        "ix_tasks_ready_by_handler",
+        "namespace",
+        "queue",
+        "wait_path",
+        "handler",
+        "priority",
+        "available_at",
+    ),
+    # Promotion of SCHEDULED rows when they fall due; release of BLOCKED_KEY rows by key;
+    # the tasks of one execution gate.
+    sa.Index("ix_tasks_due", "namespace", "wait_path", "available_at"),
+    sa.Index(
+        "ix_tasks_key_waiting",
+        "namespace",
+        "wait_path",
+        "concurrency_key",
+        "priority",
+        "available_at",
+    ),
+    # wait_path first on purpose: the gate_id foreign key keeps an index of its own (gate_id
+    # only). Were this index the foreign key's, every path change would re-check the parent
+    # and take a shared lock on the gate row — a hidden lock out of the documented order.
+    sa.Index("ix_tasks_gate", "wait_path", "gate_id"),
+    sa.Index("ix_tasks_queue_state", "namespace", "queue", "state"),
     sa.Index("ix_tasks_deadline", "state", "deadline_at"),
     sa.Index("ix_tasks_by_namespace", "namespace", "state", "id"),
     sa.Index("ix_tasks_activation", "workflow_activation_id"),
     sa.Index("ix_tasks_schedule", "schedule_id", "state"),
     state_check("state", TASK_STATES, "state"),
+    state_check("wait_path", WAIT_PATHS, "wait_path"),
+    sa.CheckConstraint(
+        "(state = 'WAITING') = (wait_path IS NOT NULL)", name="waiting_iff_on_a_path"
+    ),
     state_check("safety", SAFETY_CLASSES, "safety"),
     sa.CheckConstraint(
         "(state IN ('LEASED', 'RUNNING')) = (current_attempt_id IS NOT NULL)",
@@ -138,7 +176,9 @@ task_attempts = sa.Table(
     sa.Column("late_reported_at", UtcDateTime, nullable=True),
     sa.UniqueConstraint("task_id", "generation"),
     sa.Index("ix_task_attempts_lease_reaper", "state", "lease_expires_at"),
-    sa.Index("ix_task_attempts_session", "worker_session_id", "state"),
+    # worker_session_id alone (the foreign key's index): with `state` in it every attempt state
+    # change re-checked the session row under a shared lock, against the lock order.
+    sa.Index("ix_task_attempts_by_session", "worker_session_id"),
     state_check("state", ATTEMPT_STATES, "state"),
     state_check("outcome", ATTEMPT_OUTCOMES, "outcome"),
     sa.CheckConstraint(
@@ -172,27 +212,24 @@ concurrency_keys = sa.Table(
     namespace_column(),
     sa.Column("concurrency_key", sa.String(KEY_LENGTH), nullable=False),
     created_at_column(),
-    # Claimers lock this row FOR UPDATE before counting permits, so K is never exceeded.
+    # A semaphore (Solid Queue's model): at most permit_limit permits are held at once. The
+    # newest declared limit wins; lowering it never revokes a permit already held.
+    sa.Column("permit_limit", sa.Integer(), nullable=False, server_default="1"),
+    sa.Column("held", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("limit_changed_at", UtcDateTime, nullable=True),
     sa.PrimaryKeyConstraint("namespace", "concurrency_key"),
+    sa.CheckConstraint("permit_limit >= 1 AND held >= 0", name="semaphore_in_range"),
 )
 
 concurrency_permits = sa.Table(
     "concurrency_permits",
     metadata,
-    id_column(),
+    # One permit per task at most: held from the moment the task is READY until its attempt
+    # ends (or it leaves the claim path); `held` on the key row counts these rows.
+    ref_column("task_id", sa.ForeignKey("tasks.id"), primary_key=True),
     namespace_column(),
     sa.Column("concurrency_key", sa.String(KEY_LENGTH), nullable=False),
-    sa.Column("slot", sa.Integer(), nullable=False),
-    ref_column("task_id", sa.ForeignKey("tasks.id"), nullable=False),
-    sa.Column(
-        "attempt_id",
-        sa.String(ID_LENGTH),
-        sa.ForeignKey("task_attempts.id"),
-        nullable=False,
-        unique=True,
-    ),
     sa.Column("acquired_at", UtcDateTime, nullable=False),
-    sa.UniqueConstraint("namespace", "concurrency_key", "slot"),
     sa.ForeignKeyConstraint(
         ["namespace", "concurrency_key"],
         ["concurrency_keys.namespace", "concurrency_keys.concurrency_key"],

@@ -48,6 +48,12 @@ worker_sessions = sa.Table(
     sa.Column("generation", sa.Integer(), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("queues", Json, nullable=False),
+    # The handlers this worker runs; a claim grants only tasks of these. NULL: any handler
+    # (sessions of clients that do not declare them).
+    sa.Column("handlers", Json, nullable=True),
+    # worker_name while the session is live (ACTIVE/DRAINING), else NULL: the unique key below
+    # makes two live sessions of one worker name impossible (READ COMMITTED has no gap locks).
+    sa.Column("live_worker_name", sa.String(KEY_LENGTH), nullable=True),
     created_at_column(),
     sa.Column("renewed_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=False),
@@ -56,8 +62,13 @@ worker_sessions = sa.Table(
     sa.Index("ix_worker_sessions_expiry", "state", "expires_at"),
     sa.Index("ix_worker_sessions_pod", "pod_uid"),
     sa.Index("ix_worker_sessions_worker", "namespace", "worker_name"),
+    sa.UniqueConstraint("namespace", "live_worker_name"),
     state_check("state", SESSION_STATES, "state"),
     sa.CheckConstraint(
         "(state IN ('ACTIVE', 'DRAINING')) = (ended_at IS NULL)", name="ended_iff_not_live"
+    ),
+    sa.CheckConstraint(
+        "(state IN ('ACTIVE', 'DRAINING')) = (live_worker_name IS NOT NULL)",
+        name="live_name_iff_live",
     ),
 )

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse.model import Safety
+from orbit_store.pulse.model import Safety, WaitPath
 from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
@@ -162,6 +162,8 @@ def submit_step_task(
         result = submit_task(ctx.conn, request)
     except (NotFound, Conflict, InvalidRequest) as exc:  # raised before Pulse wrote anything
         raise StepRefused("task_refused", str(exc)) from None
+    if result.wait_path is WaitPath.READY:
+        ctx.report.ready_tasks.append((queue, handler))
     return CreatedTask(result.task_id, queue, handler)
 
 

@@ -77,6 +77,8 @@ class AdvanceReport:
     namespace: str
     step_changes: int = 0
     poll_outcomes: list[PollOutcome] = field(default_factory=list)
+    #: (queue, handler) of each step task created READY: whom to wake among long-polling workers.
+    ready_tasks: list[tuple[str, str]] = field(default_factory=list)
     finished: InstanceState | None = None
     outcome: str = ""
 

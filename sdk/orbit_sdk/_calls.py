@@ -182,14 +182,18 @@ def create_session(
     queues: list[str],
     ttl_seconds: int,
     pod_uid: str | None,
+    handlers: list[str] | None = None,
 ) -> Call:
     # Resending is harmless: a second registration under the same worker name closes the first.
+    # ``handlers``: the server grants only tasks of these (None: any handler).
     body: dict[str, Any] = {
         "namespace": namespace,
         "worker_name": worker_name,
         "queues": queues,
         "ttl_seconds": ttl_seconds,
     }
+    if handlers is not None:
+        body["handlers"] = handlers
     if pod_uid:
         body["pod_uid"] = pod_uid
     return Call("POST", "/v1/worker-sessions", json=body)

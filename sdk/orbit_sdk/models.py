@@ -63,6 +63,10 @@ class Task(WireModel):
     error: Any = None
     #: True when an idempotent submit found an existing task instead of creating one.
     replayed: bool = False
+    #: WAITING only: ready, scheduled, gate_closed or concurrency_limit.
+    waiting_reason: str | None = None
+    #: WAITING only, on get/list: False when no live worker serves its queue and handler.
+    runnable_by_live_worker: bool | None = None
 
     @property
     def is_terminal(self) -> bool:

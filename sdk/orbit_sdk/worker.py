@@ -57,7 +57,8 @@ class Worker:
     defaults to what the server asks for in the session. ``drain_timeout`` is how long a stop
     waits for running handlers before closing the session anyway; keep it below the pod's
     termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
-    pod, so the operator can revoke it when the pod goes away.
+    pod, so the operator can revoke it when the pod goes away. The session declares the
+    handlers registered before ``run()``: the server grants this worker only their tasks.
     """
 
     def __init__(
@@ -302,6 +303,7 @@ class Worker:
                     self.queues,
                     self.session_ttl_seconds,
                     self.pod_uid,
+                    handlers=sorted(self._handlers),  # granted only tasks it can run
                 )
                 self._session = Session.model_validate(self.send(call).json())
             except Exception as exc:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import functools
+import multiprocessing
+import time
+from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from orbit.reconcile import queue
 from orbit.reconcile.admission import admit
 from orbit.reconcile.resource import Resource
-from orbit_store.db import run_transaction
-from orbit_store.errors import Conflict
+from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.errors import Conflict, NotFound
 from orbit_store.pulse import service
 from orbit_store.pulse.queues import queue_counts
 from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.schema import queues
+from orbit_store.schema import queues, tasks
 
 
 def queue_resource(policy: str) -> Resource:
@@ -80,3 +84,57 @@ def test_cancel_cancels_waiting_tasks_and_completes_the_deletion(store: sa.Engin
     assert run_transaction(store, lambda c: queue.delete(c, resource)).done
     with store.connect() as conn:
         assert sum(queue_counts(conn, "ops", "mail").values()) == 0
+
+
+def _submit_until_gone(url: str, namespace: str, barrier: Any) -> list[str]:
+    """Submit to queue 'mail' as fast as possible until it is gone; the ids accepted (201)."""
+    engine = create_store_engine(url)
+    accepted: list[str] = []
+    request = SubmitRequest(namespace=namespace, queue="mail", handler="h")
+    barrier.wait()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            try:
+                accepted.append(service.submit(engine, request).task_id)
+            except Conflict:  # draining: accepts nothing more, but not gone yet
+                time.sleep(0.001)
+            except NotFound:
+                return accepted
+        raise AssertionError("the queue was never deleted")
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_task_accepted_while_its_queue_is_deleted_is_never_stranded(store: sa.Engine) -> None:
+    """Issue 8, defect 3: six processes submit while the queue is deleted (Cancel policy),
+    round after round. Every task they were told was accepted ends cancelled by the deletion;
+    none is left WAITING in a queue that no longer exists (before, a submission that had read
+    the queue before the deletion committed after it)."""
+    if store.dialect.name == "sqlite":
+        pytest.skip("several processes racing: MariaDB")
+    url = store.url.render_as_string(hide_password=False)
+    ctx = multiprocessing.get_context("spawn")
+    total = 0
+    with ctx.Manager() as manager, ctx.Pool(6) as pool:
+        for round_ in range(8):
+            namespace = f"ops-{round_}"
+            resource = Resource("Queue", namespace, "mail", queue_resource("Cancel").spec)
+            run_transaction(store, lambda c, r=resource: queue.reconcile(c, r))
+            barrier = manager.Barrier(7)
+            pending = pool.starmap_async(_submit_until_gone, [(url, namespace, barrier)] * 6)
+            barrier.wait()
+            time.sleep(0.05 * round_)  # from "at once" to "with a backlog"
+            while not run_transaction(store, lambda c, r=resource: queue.delete(c, r)).done:
+                pass
+            accepted = [t for batch in pending.get(90) for t in batch]
+            total += len(accepted)
+            with store.connect() as conn:
+                states = conn.execute(
+                    sa.select(tasks.c.state, sa.func.count())
+                    .where(tasks.c.namespace == namespace)
+                    .group_by(tasks.c.state)
+                ).all()
+            assert dict(states) == ({"CANCELLED": len(accepted)} if accepted else {}), states
+    assert total, "nothing was accepted before a deletion: nothing was tested"

@@ -3,7 +3,7 @@ tests that need MariaDB's locking are marked ``mariadb_only``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,3 +66,32 @@ def weave(engine: sa.Engine) -> Iterator[WeaveDriver]:
     with engine.connect() as conn:
         report = verify(conn, driver.namespace)
     assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}
+
+
+HANDLER_READS = (
+    "Handler_read_first",
+    "Handler_read_key",
+    "Handler_read_last",
+    "Handler_read_next",
+    "Handler_read_prev",
+    "Handler_read_rnd",
+    "Handler_read_rnd_next",
+)
+
+
+def _handler_reads(conn: sa.Connection) -> int:
+    rows = conn.execute(sa.text("SHOW SESSION STATUS LIKE :name"), {"name": "Handler_read%"})
+    return sum(int(value) for name, value in rows if name in HANDLER_READS)
+
+
+def rows_read(engine: sa.Engine, work: Callable[[sa.Connection], object]) -> int:
+    """How many index/table rows MariaDB read while ``work`` ran in one transaction (its
+    session's Handler_read_* counters): a measure of cost that does not depend on timing."""
+    with engine.connect() as conn:
+        before = _handler_reads(conn)
+        conn.commit()
+        with conn.begin():
+            work(conn)
+        reads = _handler_reads(conn) - before
+        conn.commit()
+        return reads

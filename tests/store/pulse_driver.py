@@ -21,6 +21,7 @@ from orbit_store.pulse import service
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.gates import GateState, create_gate, set_gate
 from orbit_store.pulse.heartbeat import renew_leases
 from orbit_store.pulse.model import (
     CancelResult,
@@ -35,6 +36,7 @@ from orbit_store.pulse.model import (
     TaskState,
 )
 from orbit_store.pulse.queues import put_queue
+from orbit_store.pulse.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.sessions import (
     WorkerSession,
@@ -43,7 +45,7 @@ from orbit_store.pulse.sessions import (
     revoke_session,
 )
 from orbit_store.pulse.start import start_attempt
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import audit_log, result_events, task_attempts, task_events, tasks
 
 T = TypeVar("T")
@@ -74,14 +76,41 @@ class PulseDriver:
     def queue(self, name: str = "default", **policy: Any) -> None:
         self.tx(lambda c: put_queue(c, self.namespace, QueuePolicy(name=name, **policy)))
 
-    def session(self, worker_name: str = "worker-1", ttl_seconds: int = 600) -> WorkerSession:
+    def quota(self, name: str = "q", **limits: Any) -> None:
+        self.tx(lambda c: put_quota(c, self.namespace, QuotaSpec(name=name, **limits)))
+
+    def gate(self, owner_id: str | None = None) -> str:
+        """A new open execution gate."""
+        return self.tx(
+            lambda c: create_gate(
+                c,
+                namespace=self.namespace,
+                owner_kind="test",
+                owner_id=owner_id or uuid.uuid4().hex,
+                now=db_now(c),
+            )
+        )
+
+    def set_gate(self, gate_id: str, *, allowed: bool, **kw: Any) -> GateState:
+        return self.tx(
+            lambda c: set_gate(c, namespace=self.namespace, gate_id=gate_id, allowed=allowed, **kw)
+        )
+
+    def session(
+        self,
+        worker_name: str = "worker-1",
+        ttl_seconds: int = 600,
+        handlers: list[str] | None = None,
+        queues: list[str] | None = None,
+    ) -> WorkerSession:
         self._session = self.tx(
             lambda c: register_session(
                 c,
                 namespace=self.namespace,
                 worker_name=worker_name,
-                queues=["default"],
+                queues=queues or ["default"],
                 ttl_seconds=ttl_seconds,
+                handlers=handlers,
             )
         )
         return self._session
@@ -91,6 +120,18 @@ class PulseDriver:
         kw.setdefault("params", {})
         request = SubmitRequest(namespace=self.namespace, queue=queue, handler=handler, **kw)
         return service.submit(self.engine, request)
+
+    def submit_many(
+        self, count: int, handler: str = "test.noop", queue: str = "default", **kw: Any
+    ) -> list[str]:
+        """``count`` identical submissions, 200 per transaction (backlogs for tests)."""
+        kw.setdefault("params", {})
+        request = SubmitRequest(namespace=self.namespace, queue=queue, handler=handler, **kw)
+        ids: list[str] = []
+        for start in range(0, count, 200):
+            batch = min(200, count - start)
+            ids += self.tx(lambda c, n=batch: [submit_task(c, request).task_id for _ in range(n)])
+        return ids
 
     def claim(
         self, limit: int = 10, queues: list[str] | None = None, session_id: str | None = None
@@ -190,6 +231,9 @@ class PulseDriver:
 
     def reap(self) -> service.ReapReport:
         return service.reap(self.engine, namespace=self.namespace)
+
+    def promote(self) -> service.PromoteReport:
+        return service.promote(self.engine, namespace=self.namespace)
 
     # --- reading ----------------------------------------------------------------------------
     def task(self, task_id: str) -> sa.Row[Any]:

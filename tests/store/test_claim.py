@@ -3,42 +3,21 @@
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
 
 from orbit_store.errors import Conflict
-from orbit_store.ids import new_id
-from orbit_store.schema import execution_gates, quotas
 
 from .pulse_driver import PulseDriver
 
 
 def _gate(pulse: PulseDriver, allowed: bool) -> str:
-    gate_id = new_id()
-    pulse.tx(
-        lambda c: c.execute(
-            execution_gates.insert().values(
-                id=gate_id,
-                namespace=pulse.namespace,
-                owner_kind="test",
-                owner_id=gate_id,
-                allowed=allowed,
-                control_version=1,
-                created_at=sa.func.now(),
-                updated_at=sa.func.now(),
-            )
-        )
-    )
+    gate_id = pulse.gate()
+    if not allowed:
+        pulse.set_gate(gate_id, allowed=False)
     return gate_id
 
 
 def _set_gate(pulse: PulseDriver, gate_id: str, allowed: bool) -> None:
-    pulse.tx(
-        lambda c: c.execute(
-            execution_gates.update()
-            .where(execution_gates.c.id == gate_id)
-            .values(allowed=allowed, control_version=execution_gates.c.control_version + 1)
-        )
-    )
+    pulse.set_gate(gate_id, allowed=allowed)
 
 
 def test_a_task_is_granted_once_per_state_version_inv2(pulse: PulseDriver) -> None:
@@ -131,21 +110,7 @@ def test_lapsed_lease_frees_its_concurrency_permit(pulse: PulseDriver) -> None:
 
 
 def test_max_running_quota_limits_how_many_are_leased(pulse: PulseDriver) -> None:
-    pulse.tx(
-        lambda c: c.execute(
-            quotas.insert().values(
-                id=new_id(),
-                namespace=pulse.namespace,
-                name="run",
-                queue="default",
-                max_running=2,
-                source="api",
-                spec_generation=1,
-                created_at=sa.func.now(),
-                updated_at=sa.func.now(),
-            )
-        )
-    )
+    pulse.quota("run", queue="default", max_running=2)
     for _ in range(4):
         pulse.submit()
     assert len(pulse.claim(limit=10)) == 2

@@ -10,10 +10,9 @@ from sqlalchemy import event
 
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
-from orbit_store.ids import new_id
 from orbit_store.pulse import service
 from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.schema import quotas, submission_keys, task_events, tasks
+from orbit_store.schema import submission_keys, task_events, tasks
 
 from .pulse_driver import PulseDriver
 
@@ -25,22 +24,7 @@ def _count(engine: sa.Engine, table: sa.Table, namespace: str) -> int:
 
 
 def _quota(pulse: PulseDriver, **limits: object) -> None:
-    def add(conn: sa.Connection) -> None:
-        conn.execute(
-            quotas.insert().values(
-                id=new_id(),
-                namespace=pulse.namespace,
-                name="q",
-                queue="*",
-                source="api",
-                spec_generation=1,
-                created_at=sa.func.now(),
-                updated_at=sa.func.now(),
-                **limits,
-            )
-        )
-
-    pulse.tx(add)
+    pulse.quota("q", **limits)
 
 
 def test_acknowledged_task_has_its_key_and_accepted_event_durable_inv1(pulse: PulseDriver) -> None:

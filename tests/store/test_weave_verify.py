@@ -74,7 +74,8 @@ def test_a_paused_workflow_with_an_open_gate_is_found_inv12(engine: sa.Engine) -
             execution_gates.update().where(execution_gates.c.id == gate_id).values(allowed=True)
         )
     )
-    assert violations(weave) == {"workflow_paused_gate_mismatch": 1}
+    # Pulse's own check sees the same corruption: the gate's task waits as if it were closed.
+    assert violations(weave) == {"workflow_paused_gate_mismatch": 1, "path_contradicts_gate": 1}
 
 
 def test_a_resumed_workflow_with_an_unapplied_continuation_is_found_inv12(

@@ -1,0 +1,92 @@
+"""Which READY tasks a claim takes from one queue: handler routing without head-of-line blocking.
+
+A worker session declares the handlers it runs; a claim must grant only those, without reading
+the READY tasks of every other handler first. So each (queue, handler) is a lane with its own
+range of the index ix_tasks_ready_by_handler (namespace, queue, wait_path, handler, priority,
+available_at): a claim seeks straight into its lanes. With several handlers, one read-only
+statement peeks at the head of each lane and merges them in priority order; then each lane that
+contributes is claimed with ``FOR UPDATE SKIP LOCKED`` for exactly its share. A session that
+declares no handlers (older clients) has one lane: the whole queue (ix_tasks_ready).
+
+Cost: one index seek per declared handler for the peek plus one per contributing lane, never
+a scan of tasks the session cannot run. Under contention a lane may yield fewer rows than its
+share (others hold them); the claim then returns fewer tasks, never waits.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.db import force_index
+from orbit_store.schema import tasks
+
+from .model import WaitPath
+
+
+def _lane(namespace: str, queue: str, handler: str | None) -> list[Any]:
+    where = [
+        tasks.c.namespace == namespace,
+        tasks.c.queue == queue,
+        tasks.c.wait_path == WaitPath.READY.value,
+    ]
+    if handler is not None:
+        where.append(tasks.c.handler == handler)
+    return where
+
+
+def _index(handler: str | None) -> str:
+    return "ix_tasks_ready" if handler is None else "ix_tasks_ready_by_handler"
+
+
+def lock_ready(
+    conn: sa.Connection, namespace: str, queue: str, handlers: list[str] | None, limit: int
+) -> list[sa.Row[Any]]:
+    """Up to ``limit`` READY tasks of ``queue`` with one of ``handlers`` (None: any), in
+    priority then due order, locked (SKIP LOCKED)."""
+    if handlers is None:
+        return _lock_lane(conn, namespace, queue, None, limit)
+    if not handlers:
+        return []
+    if len(handlers) == 1:
+        return _lock_lane(conn, namespace, queue, handlers[0], limit)
+    shares = Counter(_peek(conn, namespace, queue, handlers, limit))
+    rows: list[sa.Row[Any]] = []
+    for handler in sorted(shares):
+        rows += _lock_lane(conn, namespace, queue, handler, shares[handler])
+    return sorted(rows, key=lambda r: (r.priority, r.available_at))
+
+
+def _lock_lane(
+    conn: sa.Connection, namespace: str, queue: str, handler: str | None, limit: int
+) -> list[sa.Row[Any]]:
+    query = (
+        sa.select(tasks)
+        .where(*_lane(namespace, queue, handler))
+        .order_by(tasks.c.priority, tasks.c.available_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return list(conn.execute(force_index(query, tasks, _index(handler))))
+
+
+def _peek(
+    conn: sa.Connection, namespace: str, queue: str, handlers: list[str], limit: int
+) -> list[str]:
+    """The handlers of the first ``limit`` READY tasks across the lanes (no locks)."""
+    heads = [
+        force_index(
+            sa.select(tasks.c.handler, tasks.c.priority, tasks.c.available_at)
+            .where(*_lane(namespace, queue, handler))
+            .order_by(tasks.c.priority, tasks.c.available_at)
+            .limit(limit),
+            tasks,
+            _index(handler),
+        ).subquery(f"lane{n}")
+        for n, handler in enumerate(sorted(handlers))
+    ]
+    merged = sa.union_all(*[sa.select(head) for head in heads]).subquery("heads")
+    query = sa.select(merged.c.handler).order_by(merged.c.priority, merged.c.available_at)
+    return list(conn.execute(query.limit(limit)).scalars())

@@ -1,0 +1,254 @@
+"""The long-poll lease request (issue 8, defect 9): a submission wakes as many waiting requests
+as tasks it made ready, and only requests that can run them; an idle request runs no claim
+transaction per poll interval; tasks granted to a client that has gone are handed back at once,
+their attempt not spent. The app runs in-process on MariaDB; requests are plain ASGI calls."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi import FastAPI
+from sqlalchemy import event
+
+from orbit.api.app import create_app
+from orbit.api.context import ServerSettings
+from orbit.api.wakeups import Wakeups
+from orbit_store.credentials import create_token
+from orbit_store.db import run_transaction
+from orbit_store.pulse import service
+from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.schema import task_attempts, tasks
+
+# --- wake-ups ---------------------------------------------------------------------------------
+
+
+async def _waiters(wakeups: Wakeups, *specs: tuple[list[str], list[str] | None]) -> list[Any]:
+    wakeups.bind(asyncio.get_running_loop())
+    return [wakeups.waiter("ns", queues, handlers) for queues, handlers in specs]
+
+
+def test_one_submission_wakes_one_waiter() -> None:
+    async def scenario() -> list[bool]:
+        wakeups = Wakeups()
+        waiting = await _waiters(wakeups, *[(["default"], None)] * 5)
+        wakeups.notify("ns", "default", "h")
+        await asyncio.sleep(0.05)
+        return [w.done() for w in waiting]
+
+    assert asyncio.run(scenario()) == [True, False, False, False, False], "oldest first"
+
+
+def test_a_submission_wakes_only_waiters_that_can_run_it() -> None:
+    async def scenario() -> list[bool]:
+        wakeups = Wakeups()
+        waiting = await _waiters(
+            wakeups, (["other"], None), (["default"], ["shop.refund"]), (["default"], ["h"])
+        )
+        wakeups.notify("ns", "default", "h", count=3)
+        await asyncio.sleep(0.05)
+        return [w.done() for w in waiting]
+
+    assert asyncio.run(scenario()) == [False, False, True]
+
+
+# --- the lease route ---------------------------------------------------------------------------
+
+
+class Api:
+    """The app in-process, a namespace and a token with every role."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.namespace = f"api-{uuid.uuid4().hex[:8]}"
+        settings = ServerSettings(
+            database_url=engine.url.render_as_string(hide_password=False),
+            lease_poll_interval=0.1,
+            run_engines=False,
+        )
+        self.app: FastAPI = create_app(engine, settings)
+        self.token = run_transaction(
+            engine,
+            functools.partial(
+                create_token, namespace=self.namespace, name="t", roles=["submit", "work"]
+            ),
+        ).token
+
+    async def call(self, method: str, path: str, body: Any, *, disconnect: bool = False) -> Any:
+        """One request; with ``disconnect`` the client is gone once the body was read."""
+        payload = json.dumps(body).encode()
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "scheme": "http",
+            "server": ("test", 80),
+            "client": ("test", 1),
+            "headers": [
+                (b"authorization", f"Bearer {self.token}".encode()),
+                (b"content-type", b"application/json"),
+            ],
+        }
+        messages = [{"type": "http.request", "body": payload, "more_body": False}]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            if disconnect:
+                return {"type": "http.disconnect"}
+            await asyncio.Event().wait()  # connected: nothing more arrives
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await self.app(scope, receive, send)
+        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+        data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        assert status < 300, (status, data)
+        return json.loads(data)
+
+    async def session(self) -> str:
+        body = {"namespace": self.namespace, "worker_name": "w", "handlers": ["h"]}
+        return str((await self.call("POST", "/v1/worker-sessions", body))["id"])
+
+    def submit(self) -> str:
+        request = SubmitRequest(namespace=self.namespace, queue="default", handler="h")
+        return service.submit(self.engine, request).task_id
+
+
+@pytest.fixture
+def api(mariadb_engine: sa.Engine) -> Iterator[Api]:
+    yield Api(mariadb_engine)
+
+
+def _count_claims(engine: sa.Engine, namespace: str) -> list[int]:
+    claims = [0]
+
+    def hook(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
+        if "SKIP LOCKED" in statement and namespace in str(params):
+            claims[0] += 1
+
+    event.listen(engine, "before_cursor_execute", hook)
+    return claims
+
+
+def test_an_idle_long_poll_runs_no_claim_per_poll_interval(api: Api) -> None:
+    """Defect 9: 1.5 s of waiting with a 0.1 s poll interval used to run ~15 claim
+    transactions; now one claim on arrival, then read-only probes until something changes."""
+
+    async def scenario() -> Any:
+        session = await api.session()
+        claims = _count_claims(api.engine, api.namespace)
+        leased = await api.call(
+            "POST", f"/v1/worker-sessions/{session}/lease", {"max_tasks": 1, "wait_seconds": 1.5}
+        )
+        return leased, claims[0]
+
+    leased, claims = asyncio.run(scenario())
+    assert leased == {"leases": []}
+    assert claims <= 1, f"{claims} claim statements while idle"
+
+
+def test_a_waiting_long_poll_gets_a_task_submitted_meanwhile(api: Api) -> None:
+    async def scenario() -> Any:
+        session = await api.session()
+        poll = asyncio.create_task(
+            api.call(
+                "POST", f"/v1/worker-sessions/{session}/lease", {"max_tasks": 1, "wait_seconds": 10}
+            )
+        )
+        await asyncio.sleep(0.3)
+        task_id = await asyncio.to_thread(api.submit)  # another replica: found by the probe
+        return task_id, await poll
+
+    task_id, leased = asyncio.run(scenario())
+    assert [lease["task_id"] for lease in leased["leases"]] == [task_id]
+
+
+def test_grants_to_a_client_that_disconnected_are_handed_back(api: Api) -> None:
+    """Defect 9: the grant used to stay LEASED until its lease lapsed, spending an attempt."""
+
+    async def scenario() -> Any:
+        session = await api.session()
+        return await api.call(
+            "POST",
+            f"/v1/worker-sessions/{session}/lease",
+            {"max_tasks": 1, "wait_seconds": 0},
+            disconnect=True,
+        )
+
+    task_id = api.submit()
+    assert asyncio.run(scenario()) == {"leases": []}
+    with api.engine.connect() as conn:
+        task = conn.execute(sa.select(tasks).where(tasks.c.id == task_id)).one()
+        [attempt] = conn.execute(
+            sa.select(task_attempts).where(task_attempts.c.task_id == task_id)
+        ).all()
+    assert (task.state, task.wait_path, task.attempts_used) == ("WAITING", "READY", 0)
+    assert attempt.outcome == "RELEASED" and "disconnected" in attempt.outcome_reason
+
+
+def test_metrics_expose_retries_and_unrunnable_tasks(api: Api) -> None:
+    """The gauge of tasks no live worker can run, and the transaction retry counter."""
+    api.submit()  # handler "h"; nobody serves it yet
+    api.app.state.ctx.metrics.gauges.refresh()  # one pass of the gauge loop (it serves a cache)
+
+    async def scrape() -> str:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "path": "/metrics",
+            "raw_path": b"/metrics",
+            "query_string": b"",
+            "root_path": "",
+            "scheme": "http",
+            "server": ("test", 80),
+            "client": ("test", 1),
+            "headers": [],
+        }
+        await api.app(scope, receive, send)
+        return b"".join(m.get("body", b"") for m in sent if "body" in m).decode()
+
+    text = asyncio.run(scrape())
+    assert f'orbit_tasks_unrunnable{{namespace="{api.namespace}",queue="default"}} 1.0' in text
+    assert "# TYPE orbit_db_transaction_retries_total counter" in text
+
+
+def test_a_long_poll_gets_a_delayed_task_when_it_falls_due(api: Api) -> None:
+    """Sleeps until the next scheduled task of its queues is due, then claims it (promoting it)."""
+
+    async def scenario() -> Any:
+        session = await api.session()
+        request = SubmitRequest(
+            namespace=api.namespace, queue="default", handler="h", delay_seconds=0.6
+        )
+        task_id = await asyncio.to_thread(lambda: service.submit(api.engine, request).task_id)
+        path = f"/v1/worker-sessions/{session}/lease"
+        leased = await api.call("POST", path, {"max_tasks": 1, "wait_seconds": 10})
+        return task_id, leased
+
+    task_id, leased = asyncio.run(scenario())
+    assert [lease["task_id"] for lease in leased["leases"]] == [task_id]

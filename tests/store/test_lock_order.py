@@ -1,0 +1,308 @@
+"""One lock order, kept by every transaction (issue 8, defect 5; orbit_store/pulse/__init__.py).
+
+Several processes run, at once and for a while, everything that takes locks in more than one
+place: multi-queue claims under namespace and queue quotas, completions that retry or release
+(and so hand permits to blocked tasks), manual retries, submissions with concurrency keys and
+gates, quota changes (including declaring a quota, which adopts its scope), gate flips, cancels,
+the reaper and the promoter. If any two transactions took their locks in opposite orders they
+would deadlock; ``run_transaction`` counts every retry by reason, and the count must be zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import multiprocessing
+import random
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.db import TRANSACTION_RETRIES, create_store_engine, run_transaction
+from orbit_store.errors import Conflict, InvalidRequest, QuotaExceeded
+from orbit_store.pulse import service
+from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.gates import create_gate, set_gate
+from orbit_store.pulse.model import Outcome, QueuePolicy, RetryPolicy
+from orbit_store.pulse.queues import put_queue
+from orbit_store.pulse.quota_declarations import QuotaSpec, delete_quota, put_quota
+from orbit_store.pulse.review import retry_task
+from orbit_store.pulse.sessions import register_session, revoke_session
+from orbit_store.pulse.start import start_attempt
+from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.schema import tasks
+from orbit_store.verify import verify
+
+pytestmark = [pytest.mark.slow, pytest.mark.mariadb_only]
+
+DURATION = 20.0
+QUEUES = ("qa", "qb", "qc")
+EXPECTED = (Conflict, QuotaExceeded, InvalidRequest)  # refusals are answers, not failures
+
+
+def tx(engine: sa.Engine, stats: Counter[str], work: Callable[[sa.Connection], Any]) -> Any:
+    """One transaction; a typed refusal is counted and answered with None."""
+    try:
+        return run_transaction(engine, work)
+    except EXPECTED as exc:
+        stats[f"refused_{type(exc).__name__}"] += 1
+        return None
+
+
+def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    """Claims from every queue; runs, fails (retries), releases or abandons what it gets, and
+    now and then has its session revoked (as when its pod is deleted) and registers again."""
+    register = functools.partial(
+        register_session,
+        namespace=ns,
+        worker_name=f"w-{uuid.uuid4().hex[:6]}",
+        queues=list(QUEUES),
+        ttl_seconds=600,
+    )
+    session = run_transaction(engine, register)
+    while True:
+        if rng.random() < 0.03:
+            tx(
+                engine,
+                stats,
+                functools.partial(
+                    revoke_session, namespace=ns, session_id=session.id, reason="pod deleted"
+                ),
+            )
+            session = run_transaction(engine, register)
+            stats["revoked"] += 1
+        grants = run_transaction(
+            engine,
+            functools.partial(
+                claim_tasks,
+                namespace=ns,
+                queues_=None,
+                limit=rng.randint(1, 10),
+                worker_session_id=session.id,
+            ),
+        )
+        stats["granted"] += len(grants)
+        for grant in grants:
+            ident = {"namespace": ns, "attempt_id": grant.attempt_id, "token": grant.token}
+            roll = rng.random()
+            if roll < 0.02:
+                stats["abandoned"] += 1
+                continue  # its lease lapses: the reaper decides
+            if roll < 0.05:
+                outcome, extra = Outcome.RELEASED, {}
+            else:
+                started = tx(engine, stats, functools.partial(start_attempt, **ident))
+                if started is None or not started.started:
+                    continue
+                outcome, extra = (
+                    (Outcome.SUCCEEDED, {})
+                    if roll < 0.6
+                    else (Outcome.FAILED, {"retryable": roll < 0.85})
+                )
+            tx(
+                engine,
+                stats,
+                functools.partial(complete_attempt, outcome=outcome, **ident, **extra),
+            )
+        yield
+
+
+def _submitter(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    gates = [
+        run_transaction(
+            engine,
+            lambda c, n=n: create_gate(
+                c, namespace=ns, owner_kind="test", owner_id=f"g{n}", now=db_now(c)
+            ),
+        )
+        for n in range(2)
+    ]
+    while True:
+        key = rng.choice([None, "k0", "k1", "k2"])
+        request = SubmitRequest(
+            namespace=ns,
+            queue=rng.choice(QUEUES),
+            handler="h",
+            priority=rng.randint(0, 3),
+            concurrency_key=key,
+            concurrency_limit=rng.choice([None, 1, 2]) if key else None,
+            gate_id=rng.choice([None, None, *gates]),
+            delay_seconds=rng.choice([0, 0, 0, 0.2]),
+            backoff_initial_ms=50,
+        )
+        try:
+            service.submit(engine, request)
+            stats["submitted"] += 1
+        except EXPECTED as exc:
+            stats[f"refused_{type(exc).__name__}"] += 1
+        yield
+
+
+def _manual_retrier(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    while True:
+        with engine.connect() as conn:
+            done = conn.execute(
+                sa.select(tasks.c.id, tasks.c.state_version)
+                .where(tasks.c.namespace == ns, tasks.c.state.in_(["FAILED", "CANCELLED"]))
+                .order_by(sa.func.rand())
+                .limit(3)
+            ).all()
+        for task_id, version in done:
+            tx(
+                engine,
+                stats,
+                functools.partial(
+                    retry_task,
+                    namespace=ns,
+                    task_id=task_id,
+                    actor="tester",
+                    reason="lock order test",
+                    expected_state_version=version,
+                    safe_to_retry=True,
+                ),
+            )
+            stats["retried"] += 1
+        yield
+
+
+def _controller(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    """Quota changes and re-declarations, gate flips, cancels."""
+    while True:
+        choice = rng.random()
+        if choice < 0.3:
+            spec = QuotaSpec("all", max_running=rng.randint(3, 12), max_waiting=10_000)
+            tx(engine, stats, functools.partial(put_quota, namespace=ns, spec=spec))
+        elif choice < 0.45:
+            tx(engine, stats, lambda c: delete_quota(c, ns, "qb-only"))
+            spec = QuotaSpec("qb-only", queue="qb", max_running=rng.randint(1, 4))
+            tx(engine, stats, functools.partial(put_quota, namespace=ns, spec=spec))
+            stats["quota_declared"] += 1
+        elif choice < 0.75:
+            gate = run_transaction(
+                engine,
+                lambda c: create_gate(
+                    c,
+                    namespace=ns,
+                    owner_kind="test",
+                    owner_id=f"g{rng.randint(0, 1)}",
+                    now=db_now(c),
+                ),
+            )
+            tx(
+                engine,
+                stats,
+                functools.partial(set_gate, namespace=ns, gate_id=gate, allowed=rng.random() < 0.6),
+            )
+            stats["gate_flips"] += 1
+        else:
+            with engine.connect() as conn:
+                waiting = (
+                    conn.execute(
+                        sa.select(tasks.c.id)
+                        .where(tasks.c.namespace == ns, tasks.c.state.in_(["WAITING", "LEASED"]))
+                        .order_by(sa.func.rand())
+                        .limit(2)
+                    )
+                    .scalars()
+                    .all()
+                )
+            for task_id in waiting:
+                tx(
+                    engine,
+                    stats,
+                    functools.partial(cancel_task, namespace=ns, task_id=task_id, actor="tester"),
+                )
+                stats["cancelled"] += 1
+        time.sleep(0.02)
+        yield
+
+
+def _engines(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    while True:
+        reaped = service.reap(engine, namespace=ns)
+        promoted = service.promote(engine, namespace=ns)
+        stats["lapsed"] += reaped.leases_lapsed
+        stats["promoted"] += promoted.promoted
+        stats["item_errors"] += reaped.errors + promoted.errors
+        time.sleep(0.05)
+        yield
+
+
+ROLES: dict[str, Callable[..., Any]] = {
+    "claimer": _claimer,
+    "submitter": _submitter,
+    "retrier": _manual_retrier,
+    "controller": _controller,
+    "engines": _engines,
+}
+
+
+def _run(url: str, ns: str, role: str, index: int, out: str, stop_at: float) -> None:
+    engine = create_store_engine(url)
+    stats: Counter[str] = Counter()
+    rng = random.Random(index)
+    try:
+        steps = ROLES[role](engine, ns, rng, stats)
+        while time.monotonic() < stop_at:
+            next(steps)
+        Path(out).write_text(
+            json.dumps({"retries": TRANSACTION_RETRIES.snapshot(), "stats": stats})
+        )
+    except BaseException:
+        Path(out).write_text(json.dumps({"error": traceback.format_exc()}))
+        raise
+    finally:
+        engine.dispose()
+
+
+def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
+    mariadb_url: str, tmp_path: Path
+) -> None:
+    ns = f"locks-{uuid.uuid4().hex[:8]}"
+    engine = create_store_engine(mariadb_url)
+    policy = QueuePolicy(name="", lease_seconds=2, retry=RetryPolicy(5, 50, 200, 2.0))
+    for name in QUEUES:
+        run_transaction(
+            engine,
+            lambda c, n=name: put_queue(c, ns, QueuePolicy(**{**policy.__dict__, "name": n})),
+        )
+    run_transaction(engine, lambda c: put_quota(c, ns, QuotaSpec("all", max_running=8)))
+    roles = ["claimer", "claimer", "claimer", "submitter", "retrier", "controller", "engines"]
+    ctx = multiprocessing.get_context("spawn")
+    stop_at = time.monotonic() + DURATION
+    outs = [tmp_path / f"{n}-{role}.json" for n, role in enumerate(roles)]
+    procs = [
+        ctx.Process(target=_run, args=(mariadb_url, ns, role, n, str(out), stop_at))
+        for n, (role, out) in enumerate(zip(roles, outs, strict=True))
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(DURATION + 120)
+    results = [json.loads(out.read_text()) for out in outs]
+    errors = [r["error"] for r in results if "error" in r]
+    assert not errors, errors[0]
+    retries: Counter[str] = Counter()
+    stats: Counter[str] = Counter()
+    for result in results:
+        retries.update(result["retries"])
+        stats.update(result["stats"])
+    print(f"retries {dict(retries)}; stats {dict(stats)}")
+    assert stats["granted"] > 100 and stats["retried"] and stats["quota_declared"], stats
+    assert stats["gate_flips"] and stats["cancelled"] and stats["revoked"], stats
+    assert stats["lapsed"] and not stats["item_errors"], stats
+    assert retries["deadlock"] == 0 and retries["lock_wait_timeout"] == 0, retries
+    with engine.connect() as conn:
+        report = verify(conn, ns)
+    assert report.clean, report.as_dict()
+    engine.dispose()
