@@ -1,8 +1,9 @@
 """The Weave inbox consumer loop: applies persisted Pulse outcomes to workflows (seed §6.3).
 
-Each pass consumes due inbox rows — each in its own transaction, a failing one backed off and
-retried later — draining a backlog in batches before it sleeps, then sets the backlog and
-oldest-age gauges from MySQL. Any number of server replicas may run it: consumption re-checks
+Each pass consumes due inbox rows — each in its own transaction, a failing one logged, counted
+(``orbit_engine_item_errors_total{loop="weave-inbox"}``), backed off and retried later —
+draining a backlog in batches before it sleeps. The backlog gauges are the gauge loop's
+(orbit/metrics_workflows.py). Any number of server replicas may run it: consumption re-checks
 everything under the instance lock, and a row consumed elsewhere is a no-op.
 """
 
@@ -13,30 +14,33 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from orbit.metrics import Metrics
-from orbit_store.db import run_transaction
-from orbit_store.weave import inbox
-from orbit_store.weave.service import PassReport, consume_pass
+from orbit_store.weave.service import INBOX_LOOP, PassReport, consume_pass
+
+LOOP = INBOX_LOOP
 
 BATCH = 200
 MAX_BATCHES_PER_PASS = 20
 
 
 def inbox_pass(
-    engine: sa.Engine, metrics: Metrics, notify: Callable[[str], None], workers: int = 4
+    engine: sa.Engine,
+    metrics: Metrics,
+    notify: Callable[[str], None],
+    workers: int = 4,
+    namespace: str | None = None,
 ) -> PassReport:
-    """``notify(namespace)`` wakes the namespace's long-polling workers: new step tasks."""
+    """``notify(namespace)`` wakes the namespace's long-polling workers: new step tasks.
+    ``namespace`` restricts the pass (tests and operations)."""
     total = PassReport()
     for _ in range(MAX_BATCHES_PER_PASS):
-        report = consume_pass(engine, limit=BATCH, workers=workers)
+        report = consume_pass(engine, limit=BATCH, workers=workers, namespace=namespace)
         for advanced in report.reports:
             metrics.workflows.record(advanced)
         for namespace in {r.namespace for r in report.reports if r.step_changes}:
             notify(namespace)
         total.reports += report.reports
-        total.failures += report.failures
-        if len(report.reports) + report.failures < BATCH:
+        total.errors += report.errors
+        metrics.count_item_errors(LOOP, report.errors)
+        if len(report.reports) + report.errors < BATCH:
             break
-    if total.failures:
-        metrics.engine_errors.labels("weave-inbox").inc(total.failures)
-    metrics.workflows.set_inbox(run_transaction(engine, inbox.backlog))
     return total

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
 from orbit_store.errors import CommitOutcomeUnknown
+from orbit_store.passes import ItemPass
 
 from . import expiry, sessions
 from .model import SubmitResult
@@ -37,29 +38,41 @@ def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
         return found
 
 
+#: The engine loop ``reap`` runs in (``orbit_engine_item_errors_total{loop}``).
+REAPER_LOOP = "reaper"
+
+
 @dataclass(frozen=True)
 class ReapReport:
     sessions_expired: int
     leases_lapsed: int
     deadlines_failed: int
     decisions: tuple[expiry.Decision, ...] = ()
+    errors: int = 0  # items that failed (each logged); the pass went on
 
 
 def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
     """One pass of the lease reaper: expire sessions, lapse leases, fail overdue tasks.
 
     Safe to run in any number of server replicas at once: every decision re-checks under lock.
-    ``namespace`` restricts the pass to one namespace (tests, per-namespace operations).
+    ``namespace`` restricts the pass to one namespace (tests, per-namespace operations). Finding
+    the work is a read; each decision is its own transaction (:class:`ItemPass`): one that
+    fails is logged naming its task and skipped, and the pass goes on.
     """
-    expired = run_transaction(
-        engine, functools.partial(sessions.expire_sessions, limit=limit, namespace=namespace)
+    items = ItemPass(engine, REAPER_LOOP)
+    expired = items.run(
+        functools.partial(sessions.expire_sessions, limit=limit, namespace=namespace),
+        namespace=namespace or "(all)",
+        item="expired worker sessions",
     )
     lapsed: list[expiry.Decision] = []
     for candidate in run_transaction(
         engine, functools.partial(expiry.find_lapsed_attempts, limit=limit, namespace=namespace)
     ):
-        decision = run_transaction(
-            engine, functools.partial(expiry.lapse_attempt, lapsed=candidate)
+        decision = items.run(
+            functools.partial(expiry.lapse_attempt, lapsed=candidate),
+            namespace=candidate.namespace,
+            item=f"task {candidate.task_id} (attempt {candidate.attempt_id})",
         )
         if decision is not None:
             lapsed.append(decision)
@@ -67,10 +80,12 @@ def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -
     for task_namespace, task_id in run_transaction(
         engine, functools.partial(expiry.find_overdue_waiting, limit=limit, namespace=namespace)
     ):
-        decision = run_transaction(
-            engine,
+        decision = items.run(
             functools.partial(expiry.fail_overdue_task, namespace=task_namespace, task_id=task_id),
+            namespace=task_namespace,
+            item=f"task {task_id}",
         )
         if decision is not None:
             failed.append(decision)
-    return ReapReport(expired, len(lapsed), len(failed), tuple(lapsed + failed))
+    decisions = tuple(lapsed + failed)
+    return ReapReport(expired or 0, len(lapsed), len(failed), decisions, items.errors)

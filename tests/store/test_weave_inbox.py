@@ -165,7 +165,7 @@ def test_a_consumption_that_fails_is_retried_later_not_lost(weave: WeaveDriver) 
     weave.tx(lambda conn: put_quota(conn, weave.namespace, quota))
     finish_first(weave, wf)
     report = weave.consume()
-    assert report.failures == 1
+    assert report.errors == 1
     (message,) = weave.inbox(wf)
     assert (message.state, message.attempts) == ("PENDING", 1)
     assert "QuotaExceeded" in message.last_error
@@ -192,5 +192,5 @@ def test_consumption_is_per_row_one_bad_row_stops_nothing(
         )
     )
     report = weave.consume()
-    assert report.failures == 1 and len(report.reports) == 1
+    assert report.errors == 1 and len(report.reports) == 1
     assert weave.step_states(good)["second"] == "ACTIVE"
