@@ -125,7 +125,7 @@ class WebhookSender:
             response = self.http.post(
                 item.url, content=body, headers=headers, timeout=item.timeout_seconds
             )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
             return f"{type(exc).__name__}: {exc}"[:1024]
         if 200 <= response.status_code < 300:
             return None
