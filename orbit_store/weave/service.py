@@ -21,7 +21,7 @@ from orbit_store.errors import CommitOutcomeUnknown
 from orbit_store.passes import ItemPass
 
 from . import inbox, timers
-from .definitions import publish_definition
+from .definitions import publish_audited
 from .model import AdvanceReport, PublishResult, SignalResult, StartResult
 from .signals import accept_signal
 from .spec import parse
@@ -37,20 +37,22 @@ def publish(
     namespace: str,
     name: str,
     document: Any,
-    source: str,
-    published_by: str | None = None,
+    actor: str,
+    reason: str = "",
+    source: str = "api",
 ) -> PublishResult:
-    """Validate (InvalidDefinition names every bad field) and publish."""
+    """Validate (InvalidDefinition names every bad field) and publish, audited."""
     spec = parse(document)
     return run_transaction(
         engine,
         functools.partial(
-            publish_definition,
+            publish_audited,
             namespace=namespace,
             name=name,
             spec=spec,
+            actor=actor,
+            reason=reason,
             source=source,
-            published_by=published_by,
         ),
     )
 

@@ -261,4 +261,3 @@ def test_a_pass_that_fails_as_a_whole_is_counted_and_the_loop_goes_on() -> None:
     loop.stop()
     assert len(passes) >= 2, "the loop ran again after the failed pass"
     assert sample(registry_metrics, "orbit_engine_errors_total", loop="reaper") == 1
-
