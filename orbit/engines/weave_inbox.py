@@ -34,13 +34,18 @@ def inbox_pass(
     total = PassReport()
     for _ in range(MAX_BATCHES_PER_PASS):
         report = consume_pass(engine, limit=BATCH, workers=workers, namespace=namespace)
-        for advanced in report.reports:
-            metrics.workflows.record(advanced)
-        for namespace in {r.namespace for r in report.reports if r.step_changes}:
-            notify(namespace)
+        observe(report, LOOP, metrics, notify)
         total.reports += report.reports
         total.errors += report.errors
-        metrics.count_item_errors(LOOP, report.errors)
         if len(report.reports) + report.errors < BATCH:
             break
     return total
+
+
+def observe(report: PassReport, loop: str, metrics: Metrics, notify: Callable[[str], None]) -> None:
+    """Count what a Weave pass did and wake the workers of namespaces with new step tasks."""
+    for advanced in report.reports:
+        metrics.workflows.record(advanced)
+    for namespace in {r.namespace for r in report.reports if r.step_changes}:
+        notify(namespace)
+    metrics.count_item_errors(loop, report.errors)

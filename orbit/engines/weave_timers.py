@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from orbit.metrics import Metrics
 from orbit_store.weave.service import TIMERS_LOOP, PassReport, timer_pass
 
+from .weave_inbox import observe
+
 LOOP = TIMERS_LOOP
 
 
@@ -26,9 +28,5 @@ def timers_pass(
     """``notify(namespace)`` wakes the namespace's long-polling workers: new step tasks.
     ``namespace`` restricts the pass (tests and operations)."""
     report = timer_pass(engine, limit=200, workers=workers, namespace=namespace)
-    for advanced in report.reports:
-        metrics.workflows.record(advanced)
-    for namespace in {r.namespace for r in report.reports if r.step_changes}:
-        notify(namespace)
-    metrics.count_item_errors(LOOP, report.errors)
+    observe(report, LOOP, metrics, notify)
     return report

@@ -21,14 +21,13 @@ import sqlalchemy as sa
 from orbit.engines import deliveries, reaper, weave_inbox, weave_timers
 from orbit.engines.loop import EngineLoop
 from orbit.metrics import Metrics
-from orbit_store.ids import new_id
 from orbit_store.pulse import expiry
-from orbit_store.schema import subscriptions, workflow_inbox
+from orbit_store.schema import subscriptions
 from orbit_store.weave import timers
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
-from .test_weave_inbox import TWO_STEPS, finish_first
+from .test_weave_inbox import TWO_STEPS, finish_first, poison_outcome
 from .weave_driver import WeaveDriver
 
 
@@ -89,15 +88,7 @@ def test_the_inbox_loop_counts_a_row_it_fails_on_and_consumes_the_others(
     weave.publish("two", TWO_STEPS)
     good, bad = weave.start_workflow("two"), weave.start_workflow("two")
     finish_first(weave, good)
-    finish_first(weave, bad)
-    (poisoned,) = weave.inbox(bad)
-    weave.tx(
-        lambda conn: conn.execute(
-            workflow_inbox.update()
-            .where(workflow_inbox.c.id == poisoned.id)
-            .values(instance_id=new_id())  # points nowhere: consuming it raises
-        )
-    )
+    poisoned = poison_outcome(weave, bad)
     metrics = Metrics(weave.engine)
     woken: list[str] = []
 
@@ -108,7 +99,7 @@ def test_the_inbox_loop_counts_a_row_it_fails_on_and_consumes_the_others(
     assert report.errors == 1 and item_errors(metrics, "weave-inbox") == 1
     assert weave.step_states(good)["second"] == "ACTIVE"
     assert woken == [weave.namespace], "the good row's new task wakes the namespace's workers"
-    assert f"inbox row {poisoned.id}" in caplog.text
+    assert f"inbox row {poisoned}" in caplog.text
 
 
 def test_the_timer_loop_counts_a_workflow_it_fails_on_and_wakes_the_others(
