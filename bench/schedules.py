@@ -78,7 +78,7 @@ def declare_schedules(engine: sa.Engine, count: int) -> None:
                     task=TaskTemplate(handler="bench.tick"),
                     start_at=tomorrow,
                 )
-                create_schedule(conn, namespace, spec)
+                create_schedule(conn, namespace, spec, actor="bench")
 
         run_transaction(engine, work)
 

@@ -1,9 +1,10 @@
 """Prometheus metrics for the server and its engines (ORBIT.md §11).
 
-Each app gets its own registry. Gauges derived from MySQL (queue depth by state, NEEDS_REVIEW,
-oldest waiting age, worker sessions) are computed by each replica's gauge loop and served from
-its cache (orbit/engines/gauges.py), so a scrape never queries the database; every replica
-reports the same numbers. The catalogue of every metric is docs/operations/monitoring.md.
+Each app gets its own registry. Every gauge derived from MySQL (queue depth by state and
+NEEDS_REVIEW, oldest waiting age, worker sessions, delivery and workflow backlogs) is computed by
+each replica's gauge loop and served from its cache (orbit/engines/gauges.py), so a scrape never
+queries the database; every replica reports the same numbers. Counters and histograms count what
+this replica did. The catalogue of every metric is docs/operations/monitoring.md.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from orbit.engines.gauges import GaugeCache
-from orbit.metrics_delivery import DeliveryBacklogCollector
-from orbit.metrics_workflows import WorkflowMetrics
+from orbit.engines.gauges import LOOP as GAUGES_LOOP
+from orbit.engines.gauges import GaugeCache, backlog_gauges
+from orbit.metrics_delivery import delivery_gauges
+from orbit.metrics_workflows import WorkflowMetrics, workflow_gauges
 from orbit_store.db import TRANSACTION_RETRIES
 
 DEFAULT_GAUGE_INTERVAL = 15.0
@@ -52,14 +54,14 @@ class Metrics:
         )
         self.engine_errors = Counter(
             "orbit_engine_errors_total",
-            "Errors in engine loops (they keep running).",
+            "Engine loop passes that failed as a whole (the loop keeps running).",
             ["loop"],
             registry=self.registry,
         )
         self.engine_item_errors = Counter(
             "orbit_engine_item_errors_total",
-            "Items (a lease, a task, a session) an engine pass failed on and skipped; each is "
-            "logged naming it. The pass and the loop go on.",
+            "Items (a lease, a schedule, a delivery, an inbox row …) an engine pass failed on "
+            "and skipped; each is logged naming it. The pass and the loop go on.",
             ["loop"],
             registry=self.registry,
         )
@@ -97,12 +99,23 @@ class Metrics:
             ["namespace", "subscription", "result"],
             registry=self.registry,
         )
-        self.delivery_backlog = DeliveryBacklogCollector()
-        self.registry.register(self.delivery_backlog)
         self.workflows = WorkflowMetrics(self.registry)
-        self.gauges = GaugeCache(engine, gauge_interval)
+        self.gauges = GaugeCache(
+            engine, gauge_interval, [backlog_gauges, delivery_gauges, workflow_gauges]
+        )
         self.registry.register(self.gauges)
         self.registry.register(TransactionRetriesCollector())
+
+    def count_item_errors(self, loop: str, errors: int) -> None:
+        """Items a pass of ``loop`` failed on (each already logged by the pass)."""
+        if errors:
+            self.engine_item_errors.labels(loop).inc(errors)
+
+    def refresh_gauges(self) -> int:
+        """The gauge loop's pass."""
+        errors = self.gauges.refresh()
+        self.count_item_errors(GAUGES_LOOP, errors)
+        return errors
 
 
 class TransactionRetriesCollector(Collector):

@@ -1,51 +1,37 @@
-"""Delivery gauges (ORBIT.md §11): computed by the webhook sender loop on each pass from MySQL
-and published as the last snapshot, so a scrape never queries the database for them."""
+"""Delivery gauges (ORBIT.md §11), read from MySQL by the gauge loop (orbit/engines/gauges.py)
+every ``--gauge-interval`` and served from its cache: one series per subscription, 0 when it
+has nothing pending or parked."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+import sqlalchemy as sa
+from prometheus_client.core import Metric
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
-from orbit_store.delivery.model import BacklogRow
+from orbit.engines.gauges import gauge
+from orbit_store.delivery.backlog import delivery_backlog
 
 LABELS = ["namespace", "subscription"]
 
 
-class DeliveryBacklogCollector(Collector):
-    def __init__(self) -> None:
-        self._rows: list[BacklogRow] = []
-        self._lock = threading.Lock()
-
-    def update(self, rows: list[BacklogRow]) -> None:
-        with self._lock:
-            self._rows = list(rows)
-
-    def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            rows = list(self._rows)
-        backlog = GaugeMetricFamily(
+def delivery_gauges(conn: sa.Connection) -> list[Metric]:
+    rows = delivery_backlog(conn)
+    return [
+        gauge(
             "orbit_delivery_backlog",
             "Deliveries PENDING per subscription (not yet acknowledged or answered 2xx).",
-            labels=LABELS,
-        )
-        oldest = GaugeMetricFamily(
+            LABELS,
+            (([r.namespace, r.subscription], r.pending) for r in rows),
+        ),
+        gauge(
             "orbit_delivery_oldest_age_seconds",
             "Age of the oldest PENDING delivery per subscription (0 when none).",
-            labels=LABELS,
-        )
-        parked = GaugeMetricFamily(
+            LABELS,
+            (([r.namespace, r.subscription], r.oldest_pending_age_seconds) for r in rows),
+        ),
+        gauge(
             "orbit_deliveries_parked",
             "Deliveries PARKED after max attempts: kept, need a redrive (alert on > 0).",
-            labels=LABELS,
-        )
-        for row in rows:
-            labels = [row.namespace, row.subscription]
-            backlog.add_metric(labels, row.pending)
-            oldest.add_metric(labels, row.oldest_pending_age_seconds)
-            parked.add_metric(labels, row.parked)
-        yield backlog
-        yield oldest
-        yield parked
+            LABELS,
+            (([r.namespace, r.subscription], r.parked) for r in rows),
+        ),
+    ]

@@ -1,19 +1,24 @@
-"""Weave's Prometheus metrics (ORBIT.md §11). The gauges are set by the engine loops on each
-pass from MySQL, not at scrape time: the inbox consumer sets the inbox gauges, the timer loop the
-instance and signal gauges. Label values are bounded: namespaces and a few fixed states."""
+"""Weave's Prometheus metrics (ORBIT.md §11). Counters are counted by whoever advanced a
+workflow (the API, the inbox consumer, the timer loop); the gauges are read from MySQL by the
+gauge loop (orbit/engines/gauges.py) every ``--gauge-interval`` and served from its cache. Label
+values are bounded: namespaces and a few fixed states."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import Metric
 
-from orbit_store.weave.inbox import Backlog
+from orbit.engines.gauges import gauge
+from orbit_store.weave.inbox import backlog as inbox_backlog
 from orbit_store.weave.model import AdvanceReport
-from orbit_store.weave.queries import LiveCounts
+from orbit_store.weave.queries import live_counts
+
+LIVE_STATES = ("RUNNING", "PAUSED")
 
 
 class WorkflowMetrics:
-    """Weave's metrics. The gauges are set by the engine loops on each pass (from MySQL), not
-    at scrape time: the inbox consumer sets the inbox ones, the timer loop the others."""
+    """Weave's counters."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.step_advances = Counter(
@@ -34,31 +39,6 @@ class WorkflowMetrics:
             ["namespace", "state"],
             registry=registry,
         )
-        self.instances = Gauge(
-            "orbit_workflow_instances",
-            "Live workflow instances by state (RUNNING, PAUSED).",
-            ["namespace", "state"],
-            registry=registry,
-        )
-        self.inbox_backlog = Gauge(
-            "orbit_workflow_inbox_backlog",
-            "Task outcomes persisted for Weave and not yet consumed.",
-            ["namespace"],
-            registry=registry,
-        )
-        self.inbox_oldest_age = Gauge(
-            "orbit_workflow_inbox_oldest_age_seconds",
-            "Age of the oldest unconsumed task outcome (the orchestration lag).",
-            ["namespace"],
-            registry=registry,
-        )
-        self.signal_backlog = Gauge(
-            "orbit_workflow_signal_backlog",
-            "Accepted signals no wait has consumed yet.",
-            ["namespace"],
-            registry=registry,
-        )
-        self._shown: dict[str, set[tuple[str, ...]]] = {}
 
     def record(self, report: AdvanceReport) -> None:
         """Count what one Weave transaction did."""
@@ -69,21 +49,41 @@ class WorkflowMetrics:
         if report.finished is not None:
             self.finished.labels(report.namespace, report.finished.value).inc()
 
-    def set_inbox(self, backlog: list[Backlog]) -> None:
-        self._replace(self.inbox_backlog, {(b.namespace,): b.pending for b in backlog})
-        self._replace(
-            self.inbox_oldest_age, {(b.namespace,): b.oldest_age_seconds for b in backlog}
-        )
 
-    def set_live(self, counts: LiveCounts) -> None:
-        self._replace(self.instances, {key: n for key, n in counts.instances.items()})
-        self._replace(self.signal_backlog, {(ns,): n for ns, n in counts.pending_signals.items()})
-
-    def _replace(self, gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
-        """Set every series in ``values``; series shown before and absent now drop to 0."""
-        shown = self._shown.setdefault(gauge._name, set())
-        for labels in shown - set(values):
-            gauge.labels(*labels).set(0)
-        for labels, value in values.items():
-            gauge.labels(*labels).set(value)
-        shown |= set(values)
+def workflow_gauges(conn: sa.Connection) -> list[Metric]:
+    """Per namespace with live workflows or something waiting for them (0 where nothing is):
+    live instances by state, the inbox backlog and its oldest age, the signal backlog."""
+    live = live_counts(conn)
+    inbox = {b.namespace: b for b in inbox_backlog(conn)}
+    with_instances = {ns for ns, _state in live.instances}
+    namespaces = sorted(with_instances | inbox.keys() | live.pending_signals.keys())
+    return [
+        gauge(
+            "orbit_workflow_instances",
+            "Live workflow instances by state (RUNNING, PAUSED), from MySQL.",
+            ["namespace", "state"],
+            (
+                ([ns, state], live.instances.get((ns, state), 0))
+                for ns in namespaces
+                for state in LIVE_STATES
+            ),
+        ),
+        gauge(
+            "orbit_workflow_inbox_backlog",
+            "Task outcomes persisted for Weave and not yet consumed, from MySQL.",
+            ["namespace"],
+            (([ns], inbox[ns].pending if ns in inbox else 0) for ns in namespaces),
+        ),
+        gauge(
+            "orbit_workflow_inbox_oldest_age_seconds",
+            "Age of the oldest unconsumed task outcome (the orchestration lag; 0 when none).",
+            ["namespace"],
+            (([ns], inbox[ns].oldest_age_seconds if ns in inbox else 0.0) for ns in namespaces),
+        ),
+        gauge(
+            "orbit_workflow_signal_backlog",
+            "Accepted signals no wait has consumed yet, from MySQL.",
+            ["namespace"],
+            (([ns], live.pending_signals.get(ns, 0)) for ns in namespaces),
+        ),
+    ]

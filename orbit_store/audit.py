@@ -61,6 +61,81 @@ def digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
+#: Columns of a declared row that say nothing about what was declared: identity and timestamps,
+#: the declaring resource's generation (the audit row's resource_version), runtime state (a
+#: quota's token bucket, a schedule's progress).
+NOT_AUDITED = frozenset(
+    {
+        "id",
+        "namespace",
+        "created_at",
+        "updated_at",
+        "spec_generation",
+        "rate_tokens",
+        "rate_refilled_at",
+        "next_fire_at",
+        "last_fire_at",
+    }
+)
+SECRET_COLUMNS = frozenset({"token_hash"})
+
+
+def declared_fields(
+    conn: sa.Connection, table: sa.Table, namespace: str, name: str
+) -> dict[str, Any] | None:
+    """The declared row ``name`` of ``table`` as plain values for an audit row (secrets replaced
+    by their digest, runtime columns left out), or None when there is none."""
+    row = (
+        conn.execute(sa.select(table).where(table.c.namespace == namespace, table.c.name == name))
+        .mappings()
+        .one_or_none()
+    )
+    if row is None:
+        return None
+    values = {k: v for k, v in row.items() if k not in NOT_AUDITED}
+    for key in SECRET_COLUMNS & values.keys():
+        values[key] = digest(values[key])
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in values.items()}
+
+
+def record_change(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    actor: str,
+    action: str,
+    resource_kind: str,
+    resource_id: str,
+    resource_version: int | None,
+    reason: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+) -> str:
+    """Audit a change of a declared resource: ``before``/``after`` are its fields (from
+    :func:`declared_fields`), recorded as ``{"digest", "fields"}`` and, for an update, the names
+    of the fields that ``changed``."""
+    after_snapshot = _snapshot(after)
+    if after is not None and after_snapshot is not None and before is not None:
+        after_snapshot["changed"] = sorted(k for k in after if before.get(k) != after[k])
+    return record_audit(
+        conn,
+        namespace=namespace,
+        actor=actor,
+        action=action,
+        resource_kind=resource_kind,
+        resource_id=resource_id,
+        resource_version=resource_version,
+        reason=reason,
+        before=_snapshot(before),
+        after=after_snapshot,
+        now=db_now(conn),
+    )
+
+
+def _snapshot(fields: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if fields is None else {"digest": digest(fields), "fields": fields}
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     id: str

@@ -12,13 +12,16 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from orbit import __version__
-from orbit.engines.deliveries import WebhookSender
+from orbit.engines import (
+    deliveries,
+    gauges,
+    promoter,
+    reaper,
+    scheduler,
+    weave_inbox,
+    weave_timers,
+)
 from orbit.engines.loop import EngineLoop
-from orbit.engines.promoter import promoter_pass
-from orbit.engines.reaper import reaper_pass
-from orbit.engines.scheduler import scheduler_pass
-from orbit.engines.weave_inbox import inbox_pass
-from orbit.engines.weave_timers import TimerLoop
 from orbit.metrics import Metrics
 
 from . import (
@@ -51,41 +54,41 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     def on_error(name: str) -> None:
         ctx.metrics.engine_errors.labels(name).inc()
 
-    sender = WebhookSender(ctx.engine, ctx.metrics, ctx.settings.webhook_secrets_dir)
+    sender = deliveries.WebhookSender(ctx.engine, ctx.metrics, ctx.settings.webhook_secrets_dir)
     return [
         EngineLoop(
-            "reaper",
-            lambda: reaper_pass(ctx.engine, ctx.metrics),
+            reaper.LOOP,
+            lambda: reaper.reaper_pass(ctx.engine, ctx.metrics),
             ctx.settings.reaper_interval,
             on_error,
         ),
-        EngineLoop("deliveries", sender.run_pass, ctx.settings.delivery_interval, on_error),
-        EngineLoop("gauges", ctx.metrics.gauges.refresh, ctx.settings.gauge_interval, on_error),
+        EngineLoop(deliveries.LOOP, sender.run_pass, ctx.settings.delivery_interval, on_error),
+        EngineLoop(gauges.LOOP, ctx.metrics.refresh_gauges, ctx.settings.gauge_interval, on_error),
         EngineLoop(
-            "scheduler",
-            lambda: scheduler_pass(ctx.engine, ctx.metrics),
+            scheduler.LOOP,
+            lambda: scheduler.scheduler_pass(ctx.engine, ctx.metrics),
             ctx.settings.scheduler_interval,
             on_error,
         ),
         EngineLoop(
-            "weave-inbox",
-            lambda: inbox_pass(
+            weave_inbox.LOOP,
+            lambda: weave_inbox.inbox_pass(
                 ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
             ),
             ctx.settings.inbox_interval,
             on_error,
         ),
         EngineLoop(
-            "weave-timers",
-            TimerLoop(
+            weave_timers.LOOP,
+            lambda: weave_timers.timers_pass(
                 ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
-            ).run_pass,
+            ),
             ctx.settings.timer_interval,
             on_error,
         ),
         EngineLoop(
-            "promoter",
-            lambda: promoter_pass(ctx.engine, ctx.metrics),
+            promoter.LOOP,
+            lambda: promoter.promoter_pass(ctx.engine, ctx.metrics),
             ctx.settings.reaper_interval,
             on_error,
         ),

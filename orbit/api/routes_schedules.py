@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query, Response
 
 from orbit_store.clock import db_now
-from orbit_store.credentials import Role
+from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse.model import Safety
 from orbit_store.schedules import cron as crons
@@ -109,9 +109,15 @@ def create(
 ) -> wire.Schedule:
     """409 when the name is taken; 422 names the field of an invalid expression, zone or queue."""
     authorize(credential, namespace, Role.SUBMIT)
-    spec = spec_of(body.name, body)
+    work = functools.partial(
+        declare.create_schedule,
+        namespace=namespace,
+        spec=spec_of(body.name, body),
+        actor=credential.name,
+        reason=body.reason,
+    )
     try:
-        run_transaction(ctx.engine, lambda c: declare.create_schedule(c, namespace, spec))
+        run_transaction(ctx.engine, work)
     except sa.exc.IntegrityError as exc:
         raise ApiProblem(409, "conflict", f"schedule {body.name!r} already exists") from exc
     response.headers["Location"] = f"/v1/namespaces/{namespace}/schedules/{body.name}"
@@ -204,23 +210,40 @@ def update(
 ) -> wire.Schedule:
     """The new version starts from now: no instant fires twice; a due instant of the old one is
     recorded as missed (Superseded). 409 if ``expected_version`` is stale or a Schedule
-    resource owns it."""
+    resource owns it. Audited when the spec changes."""
     authorize(credential, namespace, Role.SUBMIT)
-    spec = spec_of(name, body)
     run_transaction(
         ctx.engine,
-        lambda c: declare.update_schedule(
-            c, namespace, spec, expected_version=body.expected_version
+        functools.partial(
+            declare.update_schedule,
+            namespace=namespace,
+            spec=spec_of(name, body),
+            actor=credential.name,
+            reason=body.reason,
+            expected_version=body.expected_version,
         ),
     )
     return _read(ctx, namespace, name)
 
 
-def _set_suspended(ctx: AppContext, namespace: str, name: str, suspended: bool) -> wire.Schedule:
+def _set_suspended(
+    ctx: AppContext,
+    credential: Credential,
+    namespace: str,
+    name: str,
+    suspended: bool,
+    body: wire.ScheduleControl | None,
+) -> wire.Schedule:
+    authorize(credential, namespace, Role.SUBMIT)
     run_transaction(
         ctx.engine,
         functools.partial(
-            declare.set_suspended, namespace=namespace, name=name, suspended=suspended
+            declare.set_suspended,
+            namespace=namespace,
+            name=name,
+            suspended=suspended,
+            actor=credential.name,
+            reason=body.reason if body else "",
         ),
     )
     return _read(ctx, namespace, name)
@@ -228,11 +251,14 @@ def _set_suspended(ctx: AppContext, namespace: str, name: str, suspended: bool) 
 
 @router.post("/{name}/suspend", response_model=wire.Schedule, responses=PROBLEMS, summary="Suspend")
 def suspend(
-    namespace: Namespace, name: Name, credential: CurrentCredential, ctx: Ctx
+    namespace: Namespace,
+    name: Name,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    body: wire.ScheduleControl | None = None,
 ) -> wire.Schedule:
-    """No instant fires while suspended; they are not caught up on resume."""
-    authorize(credential, namespace, Role.SUBMIT)
-    return _set_suspended(ctx, namespace, name, True)
+    """No instant fires while suspended; they are not caught up on resume. Audited."""
+    return _set_suspended(ctx, credential, namespace, name, True, body)
 
 
 @router.post(
@@ -242,17 +268,36 @@ def suspend(
     summary="Resume from now",
 )
 def resume(
-    namespace: Namespace, name: Name, credential: CurrentCredential, ctx: Ctx
+    namespace: Namespace,
+    name: Name,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    body: wire.ScheduleControl | None = None,
 ) -> wire.Schedule:
-    authorize(credential, namespace, Role.SUBMIT)
-    return _set_suspended(ctx, namespace, name, False)
+    """Audited."""
+    return _set_suspended(ctx, credential, namespace, name, False, body)
 
 
 @router.delete("/{name}", status_code=204, responses=PROBLEMS, summary="Delete a schedule")
-def delete(namespace: Namespace, name: Name, credential: CurrentCredential, ctx: Ctx) -> Response:
-    """Its occurrences stay as history; tasks it fired are left as they are."""
+def delete(
+    namespace: Namespace,
+    name: Name,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    reason: Annotated[str, Query(max_length=1024, description="Recorded in the audit log.")] = "",
+) -> Response:
+    """Its occurrences stay as history; tasks it fired are left as they are. Audited."""
     authorize(credential, namespace, Role.SUBMIT)
-    deleted = run_transaction(ctx.engine, lambda c: declare.delete_schedule(c, namespace, name))
+    deleted = run_transaction(
+        ctx.engine,
+        functools.partial(
+            declare.delete_schedule,
+            namespace=namespace,
+            name=name,
+            actor=credential.name,
+            reason=reason,
+        ),
+    )
     if not deleted:
         raise ApiProblem(
             404, "not-found", f"schedule {name!r} not found in namespace {namespace!r}"

@@ -74,8 +74,8 @@ def publish(
     ctx: Ctx,
     response: Response,
 ) -> wire.Definition:
-    """201 with a new version when the spec differs from the latest; 200 when it is the same
-    (by canonical digest). 422 lists every problem in the spec by field."""
+    """201 with a new version when the spec differs from the latest (audited); 200 when it is
+    the same (by canonical digest). 422 lists every problem in the spec by field."""
     authorize(credential, namespace, Role.ADMIN)
     try:
         result = service.publish(
@@ -83,8 +83,8 @@ def publish(
             namespace=namespace,
             name=body.name,
             document=body.spec,
-            source="api",
-            published_by=credential.name,
+            actor=credential.name,
+            reason=body.reason,
         )
     except InvalidDefinition as exc:
         errors = [{"loc": ["spec", p.path], "msg": p.message} for p in exc.problems]

@@ -26,6 +26,7 @@ CRON = Field(
     examples=["0 9 * * MON-FRI"],
 )
 TIME_ZONE = Field("UTC", min_length=1, max_length=64, examples=["Europe/Berlin"])
+REASON = Field("", max_length=1024, description="Why: recorded in the audit log with the change.")
 
 
 class TaskTemplate(Strict):
@@ -52,6 +53,7 @@ class ScheduleIn(Strict):
     catch_up_limit: int = Field(1, ge=1, le=1000, description="CatchUp fires at most this many.")
     start_at: dt.datetime | None = Field(None, description="No fire before (RFC 3339).")
     end_at: dt.datetime | None = Field(None, description="No fire after (RFC 3339).")
+    reason: str = REASON
 
 
 class ScheduleCreate(ScheduleIn):
@@ -62,6 +64,10 @@ class ScheduleUpdate(ScheduleIn):
     expected_version: int | None = Field(
         None, ge=1, description="Apply only if the schedule is still at this version (else 409)."
     )
+
+
+class ScheduleControl(Strict):
+    reason: str = REASON
 
 
 class Occurrence(Out):

@@ -22,6 +22,9 @@ class DefinitionPublish(Strict):
         "inputSchema, output.",
         examples=[{"steps": [{"name": "charge", "task": {"handler": "shop.charge"}}]}],
     )
+    reason: str = Field(
+        "", max_length=1024, description="Why: recorded in the audit log with a new version."
+    )
 
 
 class DefinitionVersion(Out):

@@ -43,6 +43,7 @@ Namespace = Annotated[
         show_default=False,
     ),
 ]
+Reason = Annotated[str, typer.Option(help="Why (recorded in the audit log).")]
 
 #: A person is waiting: a few quick tries, not the SDK's 30 s of patience.
 CLI_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.2, max_backoff=1.0, max_elapsed=5.0)

@@ -18,7 +18,7 @@ from orbit_store.schedules.model import InvalidSchedule
 from .exits import ExitCode
 from .inputs import read_json
 from .output import Column, Output, OutputFormat, document, plain, print_fields, print_list, table
-from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
+from .remote import DEFAULT_SERVER, Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Cron schedules that submit tasks (time zones, DST, misfire and overlap policies).",
@@ -178,12 +178,13 @@ def create(
     start_at: Instant = None,
     end_at: Instant = None,
     suspend: Suspend = None,
+    reason: Reason = "",
     namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
-    """Create a schedule. Check the expression first with `orbit schedule preview`."""
+    """Create a schedule (audited). Check the expression first with `orbit schedule preview`."""
     spec = _changes(
         cron=cron,
         handler=handler,
@@ -199,7 +200,7 @@ def create(
         suspend=suspend,
     )
     with remote(server, token, namespace) as r:
-        created = r.client.create_schedule(r.namespace, name, **spec)
+        created = r.client.create_schedule(r.namespace, name, reason=reason, **spec)
     _print(created, output)
 
 
@@ -217,12 +218,13 @@ def update(
     catch_up_limit: CatchUp = None,
     start_at: Instant = None,
     end_at: Instant = None,
+    reason: Reason = "",
     namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
-    """Change the given fields (a new version, starting from now; nothing fires twice)."""
+    """Change the given fields (a new version, starting from now; nothing fires twice; audited)."""
     changes = _changes(
         cron=cron,
         handler=handler,
@@ -241,7 +243,7 @@ def update(
         current = r.client.get_schedule(r.namespace, name, occurrences=0)
         spec = {**_spec_of(current), **changes}
         updated = r.client.update_schedule(
-            r.namespace, name, expected_version=current.version, **spec
+            r.namespace, name, expected_version=current.version, reason=reason, **spec
         )
     _print(updated, output)
 
@@ -277,41 +279,44 @@ def list_(
 @app.command()
 def suspend(
     name: Name,
+    reason: Reason = "",
     namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
-    """Suspend: nothing fires until resumed (missed instants are not caught up)."""
+    """Suspend: nothing fires until resumed (missed instants are not caught up; audited)."""
     with remote(server, token, namespace) as r:
-        suspended = r.client.suspend_schedule(r.namespace, name)
+        suspended = r.client.suspend_schedule(r.namespace, name, reason)
     _print(suspended, output)
 
 
 @app.command()
 def resume(
     name: Name,
+    reason: Reason = "",
     namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
-    """Resume from now."""
+    """Resume from now (audited)."""
     with remote(server, token, namespace) as r:
-        resumed = r.client.resume_schedule(r.namespace, name)
+        resumed = r.client.resume_schedule(r.namespace, name, reason)
     _print(resumed, output)
 
 
 @app.command()
 def delete(
     name: Name,
+    reason: Reason = "",
     namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
 ) -> None:
-    """Delete a schedule (its occurrences stay as history; its tasks are left alone)."""
+    """Delete a schedule (audited; its occurrences stay as history, its tasks are left alone)."""
     with remote(server, token, namespace) as r:
-        r.client.delete_schedule(r.namespace, name)
+        r.client.delete_schedule(r.namespace, name, reason)
     typer.echo(f"schedule {name} deleted")
 
 

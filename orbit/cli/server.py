@@ -46,7 +46,8 @@ def server(
     gauge_interval: Annotated[
         float,
         typer.Option(
-            min=0.1, help="Seconds between refreshes of the backlog gauges served on /metrics."
+            min=0.1,
+            help="Seconds between refreshes of the MySQL gauges served on /metrics.",
         ),
     ] = 15.0,
     max_payload_bytes: MaxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES,

@@ -8,14 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from .output import Column, Output, OutputFormat, document, plain, print_list
-from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
+from .remote import DEFAULT_SERVER, Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Declare result subscriptions, pull and acknowledge events, redrive parked ones.",
     no_args_is_help=True,
 )
 Name = Annotated[str, typer.Argument(help="Subscription name.")]
-Reason = Annotated[str, typer.Option(help="Why (recorded in the audit log).")]
 
 
 def _deliveries(state: str) -> Column:

@@ -21,7 +21,7 @@ from . import paging
 from .exits import ExitCode, for_state
 from .inputs import read_json
 from .output import Output, OutputFormat, plain, print_item, print_list, print_rows
-from .remote import DEFAULT_SERVER, Namespace, Remote, Server, Token, remote
+from .remote import DEFAULT_SERVER, Namespace, Reason, Remote, Server, Token, remote
 from .task_views import TASK_COLUMNS, describe_task, event_line
 
 app = typer.Typer(
@@ -40,7 +40,6 @@ class Decision(enum.StrEnum):
 
 
 TaskId = Annotated[str, typer.Argument(help="Task id.", show_default=False)]
-Reason = Annotated[str, typer.Option(help="Why (recorded in the audit log).")]
 ExpectedVersion = Annotated[
     int, typer.Option(help="The state_version you looked at (`orbit task get`).")
 ]

@@ -24,7 +24,7 @@ from .output import (
     print_list,
     table,
 )
-from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
+from .remote import DEFAULT_SERVER, Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Publish workflow definitions; start, signal, pause, resume, cancel and inspect "
@@ -33,7 +33,7 @@ app = typer.Typer(
 )
 
 WorkflowId = Annotated[str, typer.Argument(help="Workflow id.")]
-Reason = Annotated[str, typer.Option(help="Why (recorded in the history and audit log).")]
+ControlReason = Annotated[str, typer.Option(help="Why (recorded in the history and audit log).")]
 
 
 def _json_option(text: str | None, option: str) -> Any:
@@ -128,19 +128,21 @@ def publish(
     name: Annotated[
         str | None, typer.Option(help="Definition name (default: the manifest's name).")
     ] = None,
+    reason: Reason = "",
     namespace: Namespace = None,
     server: Server = DEFAULT_SERVER,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
-    """Publish a definition: a new immutable version when the spec changed, else nothing."""
+    """Publish a definition: a new immutable version when the spec changed (audited), else
+    nothing."""
     manifest_name, spec = _load_spec(file)
     chosen = name or manifest_name
     if not chosen:
         typer.echo("error: give --name (the file is a bare spec without a name)", err=True)
         raise typer.Exit(ExitCode.USAGE)
     with remote(server, token, namespace) as r:
-        result = r.client.publish_workflow(r.namespace, chosen, spec)
+        result = r.client.publish_workflow(r.namespace, chosen, spec, reason)
     if output.is_document:
         typer.echo(document(plain(result), output))
         return
@@ -247,7 +249,7 @@ def signal(
 def _control_command(action: str, help_text: str) -> None:
     def command(
         workflow_id: WorkflowId,
-        reason: Reason = "",
+        reason: ControlReason = "",
         namespace: Namespace = None,
         server: Server = DEFAULT_SERVER,
         token: Token = None,

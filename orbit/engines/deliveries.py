@@ -1,8 +1,11 @@
 """The webhook sender loop (seed §6.2): each pass, for every push subscription, lease a batch of
 due deliveries (one transaction, one namespace, SKIP LOCKED), POST them signed — outside any
-transaction, several at once — and record each outcome in its own transaction. One failing
-item or subscription is counted and logged; the pass goes on. At the end of the pass it
-publishes the delivery gauges (backlog, oldest age, parked) for every subscription."""
+transaction, several at once — and record each outcome in its own transaction. A receiver that
+refuses, cannot be reached or cannot even be addressed (a bad URL, an unreadable secret) is a
+failed attempt, retried with backoff and parked after the last one. A subscription or delivery
+the sender itself fails on is logged naming it and counted
+(``orbit_engine_item_errors_total{loop="deliveries"}``); the pass goes on. The delivery gauges
+are the gauge loop's (orbit/metrics_delivery.py)."""
 
 from __future__ import annotations
 
@@ -19,14 +22,15 @@ import sqlalchemy as sa
 from orbit import __version__
 from orbit.metrics import Metrics
 from orbit_store.db import run_transaction
-from orbit_store.delivery.backlog import delivery_backlog
 from orbit_store.delivery.model import PushItem, PushResult
 from orbit_store.delivery.push import lease_push_batch, push_subscriptions, record_push_result
+from orbit_store.passes import ItemPass
 
 from .webhooks import SecretDirectory, SecretUnavailable, signed_request
 
 log = logging.getLogger("orbit.engines.deliveries")
 
+LOOP = "deliveries"
 BATCH = 50
 SEND_SLOTS = 8
 
@@ -62,42 +66,46 @@ class WebhookSender:
         self.pool.shutdown(wait=True)
         self.http.close()
 
-    def run_pass(self) -> PassReport:
+    def run_pass(self, namespace: str | None = None) -> PassReport:
+        """One pass over the push subscriptions (of ``namespace``, for tests and operations)."""
         report = PassReport()
-        for namespace, name in run_transaction(self.engine, push_subscriptions):
-            try:
-                items = run_transaction(
-                    self.engine,
-                    functools.partial(
-                        lease_push_batch,
-                        namespace=namespace,
-                        name=name,
-                        limit=self.batch,
-                        send_slots=self.slots,
-                    ),
-                )
-            except Exception:
-                log.exception("leasing deliveries failed", extra={"subscription": name})
-                report.errors += 1
-                continue
-            for result in self.pool.map(self._deliver, items):
-                if result is None:
-                    report.errors += 1
-                    continue
-                report.results[result] = report.results.get(result, 0) + 1
-        self.metrics.delivery_backlog.update(run_transaction(self.engine, delivery_backlog))
+        items = ItemPass(self.engine, LOOP)
+        for ns, name in run_transaction(
+            self.engine, functools.partial(push_subscriptions, namespace=namespace)
+        ):
+            batch = items.run(
+                functools.partial(
+                    lease_push_batch,
+                    namespace=ns,
+                    name=name,
+                    limit=self.batch,
+                    send_slots=self.slots,
+                ),
+                namespace=ns,
+                item=f"subscription {name} (leasing deliveries)",
+            )
+            deliver = functools.partial(self._deliver, items)
+            for result in self.pool.map(deliver, batch or []):
+                if result is not None:
+                    report.results[result] = report.results.get(result, 0) + 1
+        report.errors = items.errors
+        self.metrics.count_item_errors(LOOP, report.errors)
         return report
 
-    def _deliver(self, item: PushItem) -> PushResult | None:
-        """Send one delivery and record it; None when recording itself failed (logged)."""
+    def _deliver(self, items: ItemPass, item: PushItem) -> PushResult | None:
+        """Send one delivery and record it; None when that failed (logged and counted)."""
+        return items.call(
+            functools.partial(self._send_and_record, item),
+            namespace=item.namespace,
+            item=f"delivery {item.delivery_id} (subscription {item.subscription}, "
+            f"event {item.event.id})",
+        )
+
+    def _send_and_record(self, item: PushItem) -> PushResult:
         error = self.send(item)
-        try:
-            result = run_transaction(
-                self.engine, functools.partial(record_push_result, item=item, error=error)
-            )
-        except Exception:
-            log.exception("recording a delivery failed", extra={"delivery": item.delivery_id})
-            return None
+        result = run_transaction(
+            self.engine, functools.partial(record_push_result, item=item, error=error)
+        )
         self.metrics.delivery_attempts.labels(item.namespace, item.subscription, result).inc()
         if result is PushResult.PARKED:
             log.warning(
@@ -117,7 +125,7 @@ class WebhookSender:
             response = self.http.post(
                 item.url, content=body, headers=headers, timeout=item.timeout_seconds
             )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
             return f"{type(exc).__name__}: {exc}"[:1024]
         if 200 <= response.status_code < 300:
             return None

@@ -1,27 +1,33 @@
-"""The gauge loop: gauges derived from MySQL, computed once per interval, served from a cache.
+"""The gauge loop: every gauge derived from MySQL, computed once per interval, served from a cache.
 
 A scrape of /metrics never queries the database: each server replica runs this loop (an
 EngineLoop like the reaper) and its collector yields the last snapshot. Every replica reports the
 same authoritative numbers, so aggregate them across replicas with ``max``, never ``sum``
-(docs/operations/monitoring.md). A snapshot older than ``STALE_AFTER`` intervals (the database is
-unreachable) is no longer served: the gauges disappear rather than show old numbers, and
-``orbit_engine_errors_total{loop="gauges"}`` counts the failures.
+(docs/operations/monitoring.md).
 
-Other engines add their own gauges with :meth:`GaugeCache.add` (a reader returns metric families
-from one short read-only transaction).
+A *reader* computes one group of gauge families from one short read-only transaction: the task
+backlog (here), result deliveries (orbit/metrics_delivery.py), workflows
+(orbit/metrics_workflows.py). Each keeps its own snapshot: a reader that fails is an item error
+of the pass (logged, ``orbit_engine_item_errors_total{loop="gauges"}``) and the others are still
+refreshed; when every reader fails (the database is unreachable) the pass fails
+(``orbit_engine_errors_total{loop="gauges"}``). A snapshot older than ``STALE_AFTER`` intervals is
+no longer served: its gauges disappear rather than show old numbers.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from orbit_store.passes import ItemPass
 from orbit_store.pulse.backlog import read_backlog
 from orbit_store.pulse.routing import unrunnable_counts
 
@@ -29,6 +35,7 @@ log = logging.getLogger("orbit.engines.gauges")
 
 Reader = Callable[[sa.Connection], Iterable[Metric]]
 STALE_AFTER = 3  # intervals
+LOOP = "gauges"
 
 
 def backlog_gauges(conn: sa.Connection) -> list[Metric]:
@@ -74,38 +81,62 @@ def gauge(
     return family
 
 
+class GaugesUnavailable(Exception):
+    """No reader could refresh its gauges (the database is unreachable or refuses)."""
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    metrics: list[Metric]
+    taken_at: float  # time.monotonic()
+
+
 class GaugeCache(Collector):
     """The collector /metrics reads; :meth:`refresh` is the loop's pass."""
 
-    def __init__(self, engine: sa.Engine, interval: float) -> None:
-        self.engine, self.interval = engine, interval
-        self._readers: list[Reader] = [backlog_gauges]
+    def __init__(
+        self, engine: sa.Engine, interval: float, readers: Sequence[Reader] = (backlog_gauges,)
+    ) -> None:
+        self.engine, self.interval, self.readers = engine, interval, tuple(readers)
         self._lock = threading.Lock()
-        self._metrics: list[Metric] = []
-        self._refreshed_at: float | None = None  # time.monotonic() of the last good pass
+        self._snapshots: dict[Reader, _Snapshot] = {}
+        self._refreshed: _Snapshot | None = None
 
-    def add(self, reader: Reader) -> None:
-        self._readers.append(reader)
+    def refresh(self) -> int:
+        """Run each reader in its own read-only transaction and swap its snapshot in; returns
+        how many failed (each logged). GaugesUnavailable when every one did."""
+        items = ItemPass(self.engine, LOOP)
+        for reader in self.readers:
+            metrics = items.call(
+                functools.partial(self._read, reader),
+                namespace="(all)",
+                item=f"gauge reader {reader.__name__}",
+            )
+            if metrics is not None:
+                with self._lock:
+                    self._snapshots[reader] = _Snapshot(metrics, time.monotonic())
+        if self.readers and items.errors == len(self.readers):
+            raise GaugesUnavailable("no gauge could be read from the database")
+        if not items.errors:
+            stamp = GaugeMetricFamily(
+                "orbit_gauges_refreshed_timestamp_seconds",
+                "Unix time of this replica's last refresh of every MySQL gauge.",
+                value=time.time(),
+            )
+            with self._lock:
+                self._refreshed = _Snapshot([stamp], time.monotonic())
+        return items.errors
 
-    def refresh(self) -> None:
-        """Run every reader in one read-only transaction and swap the snapshot in."""
+    def _read(self, reader: Reader) -> list[Metric]:
         with self.engine.connect() as conn:
-            metrics = [metric for reader in self._readers for metric in reader(conn)]
-        refreshed = GaugeMetricFamily(
-            "orbit_gauges_refreshed_timestamp_seconds",
-            "Unix time of this replica's last successful gauge refresh.",
-            value=time.time(),
-        )
-        with self._lock:
-            self._metrics = [*metrics, refreshed]
-            self._refreshed_at = time.monotonic()
+            return list(reader(conn))
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            metrics, refreshed_at = list(self._metrics), self._refreshed_at
-        if refreshed_at is None:
-            return
-        if time.monotonic() - refreshed_at > STALE_AFTER * self.interval:
-            log.warning("gauges are stale: not served until the next successful refresh")
-            return
-        yield from metrics
+            snapshots = [s for s in [*self._snapshots.values(), self._refreshed] if s is not None]
+        fresh_after = time.monotonic() - STALE_AFTER * self.interval
+        if any(s.taken_at < fresh_after for s in snapshots):
+            log.warning("stale gauges are not served until their next successful refresh")
+        for snapshot in snapshots:
+            if snapshot.taken_at >= fresh_after:
+                yield from snapshot.metrics

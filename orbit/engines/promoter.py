@@ -7,11 +7,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit.metrics import Metrics
-from orbit_store.pulse.service import PromoteReport, promote
+from orbit_store.pulse.service import PROMOTER_LOOP, PromoteReport, promote
+
+LOOP = PROMOTER_LOOP
 
 
 def promoter_pass(engine: sa.Engine, metrics: Metrics) -> PromoteReport:
     report = promote(engine)
-    if report.errors:
-        metrics.engine_item_errors.labels("promoter").inc(report.errors)
+    metrics.count_item_errors(LOOP, report.errors)
     return report

@@ -6,13 +6,15 @@ import sqlalchemy as sa
 
 from orbit.metrics import Metrics
 from orbit_store.pulse.model import OUTCOME_TASK_STATES
-from orbit_store.pulse.service import ReapReport, reap
+from orbit_store.pulse.service import REAPER_LOOP, ReapReport, reap
+
+LOOP = REAPER_LOOP
 
 
-def reaper_pass(engine: sa.Engine, metrics: Metrics) -> ReapReport:
-    report = reap(engine)
-    if report.errors:
-        metrics.engine_item_errors.labels("reaper").inc(report.errors)
+def reaper_pass(engine: sa.Engine, metrics: Metrics, namespace: str | None = None) -> ReapReport:
+    """One reaper pass (``namespace`` restricts it, for tests and operations)."""
+    report = reap(engine, namespace=namespace)
+    metrics.count_item_errors(LOOP, report.errors)
     if report.leases_lapsed:
         metrics.lease_expiries.inc(report.leases_lapsed)
     for decision in report.decisions:

@@ -5,8 +5,8 @@ none is left), then handles each schedule in its own transactions (``fire_next``
 LOCKED, decide one instant or one run of missed instants, commit; repeat while more are due),
 ``workers`` schedules at a time on MySQL/MariaDB (each transaction waits mostly on the database).
 A replica or thread that finds a schedule claimed by another moves on. One schedule that fails (a
-stored time zone the tzdata no longer knows, a database error) is logged and counted and never
-stops the pass.
+stored time zone the tzdata no longer knows, a database error) is logged naming it, counted in
+``orbit_engine_item_errors_total{loop="scheduler"}`` and never stops the pass.
 """
 
 from __future__ import annotations
@@ -22,11 +22,14 @@ import sqlalchemy as sa
 
 from orbit.metrics import Metrics
 from orbit_store.db import is_sqlite, run_transaction
+from orbit_store.passes import ItemPass
 from orbit_store.schedules.fire import fire_next
 from orbit_store.schedules.model import FireStep, OccurrenceStatus
 from orbit_store.schedules.queries import find_due
 
 log = logging.getLogger("orbit.engines.scheduler")
+
+LOOP = "scheduler"
 
 #: Schedules read per scan (the oldest due first); a pass scans again while pages come back full.
 SCAN_LIMIT = 500
@@ -57,9 +60,10 @@ def scheduler_pass(
     Candidates are shuffled, so replicas and threads rarely start on the same schedule.
     """
     report = SchedulerReport()
+    items = ItemPass(engine, LOOP)
     lock = threading.Lock()
     threads = 1 if is_sqlite(engine) else workers
-    fire = functools.partial(_fire_isolated, engine, metrics, report, lock)
+    fire = functools.partial(_fire_isolated, engine, metrics, report, items, lock)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="orbit-scheduler") as pool:
         for _ in range(SCANS_PER_PASS):
             candidates = run_transaction(
@@ -69,6 +73,9 @@ def scheduler_pass(
             list(pool.map(lambda candidate: fire(*candidate), candidates))
             if len(candidates) < limit:
                 break
+    report.errors = items.errors
+    if metrics is not None:
+        metrics.count_item_errors(LOOP, report.errors)
     return report
 
 
@@ -76,30 +83,28 @@ def _fire_isolated(
     engine: sa.Engine,
     metrics: Metrics | None,
     report: SchedulerReport,
+    items: ItemPass,
     lock: threading.Lock,
     namespace: str,
     schedule_id: str,
 ) -> None:
     """Fire one schedule; whatever goes wrong with it is logged and counted, never raised."""
-    try:
-        steps = _fire_schedule(engine, namespace, schedule_id)
-    except Exception:
-        log.exception(
-            "schedule not fired", extra={"namespace": namespace, "schedule_id": schedule_id}
-        )
-        if metrics is not None:
-            metrics.engine_errors.labels("scheduler").inc()
-        with lock:
-            report.errors += 1
-        return
+    steps: list[FireStep] = []  # what committed, even if a later decision failed
+    items.call(
+        functools.partial(_fire_schedule, engine, namespace, schedule_id, steps),
+        namespace=namespace,
+        item=f"schedule {schedule_id}",
+    )
     for step in steps:
         _observe(metrics, step)
     with lock:
         report.steps.extend(steps)
 
 
-def _fire_schedule(engine: sa.Engine, namespace: str, schedule_id: str) -> list[FireStep]:
-    steps: list[FireStep] = []
+def _fire_schedule(
+    engine: sa.Engine, namespace: str, schedule_id: str, steps: list[FireStep]
+) -> None:
+    """Decide the schedule's due instants, one transaction each, appending each to ``steps``."""
     for _ in range(STEPS_PER_SCHEDULE):
         step = run_transaction(
             engine, functools.partial(fire_next, namespace=namespace, schedule_id=schedule_id)
@@ -109,7 +114,6 @@ def _fire_schedule(engine: sa.Engine, namespace: str, schedule_id: str) -> list[
         steps.append(step)
         if not step.more_due:
             break
-    return steps
 
 
 def _observe(metrics: Metrics | None, step: FireStep) -> None:

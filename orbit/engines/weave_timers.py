@@ -1,37 +1,30 @@
 """The Weave timer loop: fires sleeps that are over, signal waits that timed out and poll rounds
-that are due, one instance per transaction (``orbit_store.weave.timers``), and refreshes the
-live-instance and signal-backlog gauges from MySQL every few passes."""
+that are due, one instance per transaction (``orbit_store.weave.timers``); an instance that
+fails is logged, counted (``orbit_engine_item_errors_total{loop="weave-timers"}``) and tried
+again next pass. The live-instance and signal-backlog gauges are the gauge loop's
+(orbit/metrics_workflows.py)."""
 
 from __future__ import annotations
 
-import time
-
 import sqlalchemy as sa
 
-from orbit.engines.weave_inbox import Notify, wake_for
 from orbit.metrics import Metrics
-from orbit_store.db import run_transaction
-from orbit_store.weave.queries import live_counts
-from orbit_store.weave.service import PassReport, timer_pass
+from orbit_store.weave.service import TIMERS_LOOP, PassReport, timer_pass
 
-GAUGE_SECONDS = 10.0
+from .weave_inbox import Notify, observe
+
+LOOP = TIMERS_LOOP
 
 
-class TimerLoop:
-    def __init__(
-        self, engine: sa.Engine, metrics: Metrics, notify: Notify, workers: int = 4
-    ) -> None:
-        self.engine, self.metrics, self.notify, self.workers = engine, metrics, notify, workers
-        self._gauges_at = 0.0
-
-    def run_pass(self) -> PassReport:
-        report = timer_pass(self.engine, limit=200, workers=self.workers)
-        for advanced in report.reports:
-            self.metrics.workflows.record(advanced)
-        wake_for(report.reports, self.notify)
-        if report.failures:
-            self.metrics.engine_errors.labels("weave-timers").inc(report.failures)
-        if time.monotonic() - self._gauges_at >= GAUGE_SECONDS:
-            self.metrics.workflows.set_live(run_transaction(self.engine, live_counts))
-            self._gauges_at = time.monotonic()
-        return report
+def timers_pass(
+    engine: sa.Engine,
+    metrics: Metrics,
+    notify: Notify,
+    workers: int = 4,
+    namespace: str | None = None,
+) -> PassReport:
+    """``notify(namespace, queue, handler)`` wakes a long-polling worker for each new READY
+    step task. ``namespace`` restricts the pass (tests and operations)."""
+    report = timer_pass(engine, limit=200, workers=workers, namespace=namespace)
+    observe(report, LOOP, metrics, notify)
+    return report

@@ -71,6 +71,11 @@ class SecretDirectory:
                 f"webhook secret {ref!r} not found in {self.path}: add key {ref!r} to the "
                 "Secret mounted there"
             ) from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SecretUnavailable(
+                f"webhook secret {ref!r} in {self.path} cannot be read as text ({exc}): it "
+                "must be a file holding whsec_ and base64"
+            ) from exc
 
 
 def event_document(event: ResultEvent) -> dict[str, Any]:

@@ -12,8 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.audit import digest, record_audit
-from orbit_store.clock import db_now
+from orbit_store.audit import declared_fields, record_change
 from orbit_store.schema import credentials, queues, quotas, schedules, workflow_definitions
 
 from .kinds import Kind, SecretLookup
@@ -27,44 +26,12 @@ STORED_TABLES: dict[str, sa.Table] = {
     "Schedule": schedules,
     "WorkflowDefinition": workflow_definitions,  # a spec change shows as a new latest_version
 }
-#: Columns that say nothing about what was declared (the generation is the audit row's
-#: resource_version; a quota's token bucket is runtime state).
-NOT_AUDITED = frozenset(
-    {
-        "id",
-        "namespace",
-        "created_at",
-        "updated_at",
-        "spec_generation",
-        "rate_tokens",
-        "rate_refilled_at",
-        "next_fire_at",
-        "last_fire_at",
-    }
-)
-SECRET_COLUMNS = frozenset({"token_hash"})
 
 
 def stored_row(conn: sa.Connection, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
     """The kind's row as plain values (secrets replaced by their digest), or None."""
     table = STORED_TABLES.get(kind)
-    if table is None:
-        return None
-    row = (
-        conn.execute(sa.select(table).where(table.c.namespace == namespace, table.c.name == name))
-        .mappings()
-        .one_or_none()
-    )
-    if row is None:
-        return None
-    values = {k: v for k, v in row.items() if k not in NOT_AUDITED}
-    for key in SECRET_COLUMNS & values.keys():
-        values[key] = digest(values[key])
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in values.items()}
-
-
-def _snapshot(row: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if row is None else {"digest": digest(row), "fields": row}
+    return None if table is None else declared_fields(conn, table, namespace, name)
 
 
 def _action(kind: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
@@ -93,10 +60,7 @@ def _record(
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
 ) -> None:
-    after_snapshot = _snapshot(after)
-    if after is not None and after_snapshot is not None and before is not None:
-        after_snapshot["changed"] = sorted(k for k in after if before.get(k) != after[k])
-    record_audit(
+    record_change(
         conn,
         namespace=resource.namespace,
         actor=actor,
@@ -105,9 +69,8 @@ def _record(
         resource_id=resource.name,
         resource_version=resource.generation,
         reason=reason,
-        before=_snapshot(before),
-        after=after_snapshot,
-        now=db_now(conn),
+        before=before,
+        after=after,
     )
 
 

@@ -105,7 +105,7 @@ def reconcile(conn: sa.Connection, resource: Resource) -> Outcome:
 
 
 def delete(conn: sa.Connection, resource: Resource) -> Deletion:
-    declare.delete_schedule(conn, resource.namespace, resource.name, source=None)
+    declare.delete_declared_schedule(conn, resource.namespace, resource.name)
     return Deletion(done=True, message="schedule removed (its occurrences stay as history)")
 
 

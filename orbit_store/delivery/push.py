@@ -27,13 +27,15 @@ from .transitions import LostRace, move
 LEASE_MARGIN = dt.timedelta(seconds=30)
 
 
-def push_subscriptions(conn: sa.Connection) -> list[tuple[str, str]]:
-    """(namespace, name) of every push subscription: the sender's work list (a read)."""
-    rows = conn.execute(
-        sa.select(subscriptions.c.namespace, subscriptions.c.name)
-        .where(subscriptions.c.mode == Mode.PUSH.value)
-        .order_by(subscriptions.c.namespace, subscriptions.c.name)
+def push_subscriptions(conn: sa.Connection, namespace: str | None = None) -> list[tuple[str, str]]:
+    """(namespace, name) of every push subscription (of ``namespace``, when given): the
+    sender's work list (a read)."""
+    query = sa.select(subscriptions.c.namespace, subscriptions.c.name).where(
+        subscriptions.c.mode == Mode.PUSH.value
     )
+    if namespace is not None:
+        query = query.where(subscriptions.c.namespace == namespace)
+    rows = conn.execute(query.order_by(subscriptions.c.namespace, subscriptions.c.name))
     return [(row.namespace, row.name) for row in rows]
 
 

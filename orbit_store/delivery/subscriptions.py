@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
@@ -34,6 +35,7 @@ def _validate(spec: SubscriptionSpec) -> None:
     if spec.mode is Mode.PUSH:
         if not spec.url or not re.match(r"^https?://", spec.url):
             raise InvalidRequest("url: a push subscription needs an http:// or https:// url")
+        _check_url(spec.url)
         if not spec.secret_ref or not SECRET_REF.match(spec.secret_ref):
             raise InvalidRequest(
                 "secret_ref: a push subscription needs the name of its signing secret "
@@ -46,6 +48,17 @@ def _validate(spec: SubscriptionSpec) -> None:
         raise InvalidRequest(f"filter.outcomes: unknown {unknown}; use {', '.join(OUTCOMES)}")
     if spec.policy.max_attempts < 1:
         raise InvalidRequest("max_attempts must be at least 1")
+
+
+def _check_url(url: str) -> None:
+    """A URL the sender can address: a host, a valid port, no spaces."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError as exc:
+        raise InvalidRequest(f"url: {url!r} is not a valid URL ({exc})") from exc
+    if not parts.hostname or any(c.isspace() for c in url):
+        raise InvalidRequest(f"url: {url!r} is not a valid URL: it needs a host and no spaces")
 
 
 def _columns(spec: SubscriptionSpec) -> dict[str, Any]:

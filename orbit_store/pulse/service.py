@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import retry_sleep, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown, Conflict
+from orbit_store.passes import ItemPass
 from orbit_store.schema import namespaces
 
 from . import expiry, sessions
@@ -75,6 +76,11 @@ def register(
     raise AssertionError("unreachable")
 
 
+#: The engine loops ``reap`` and ``promote`` run in (``orbit_engine_item_errors_total{loop}``).
+REAPER_LOOP = "reaper"
+PROMOTER_LOOP = "promoter"
+
+
 @dataclass(frozen=True)
 class ReapReport:
     sessions_expired: int
@@ -84,37 +90,15 @@ class ReapReport:
     errors: int = 0  # items that failed (each logged); the pass went on
 
 
-@dataclass
-class _Pass:
-    """Runs items of an engine pass in their own transactions, isolating failures."""
-
-    engine: sa.Engine
-    name: str
-    errors: int = 0
-
-    def run(self, work: Callable[[sa.Connection], T], *, namespace: str, item: str) -> T | None:
-        try:
-            return run_transaction(self.engine, work)
-        except Exception:
-            self.errors += 1
-            log.exception(
-                "%s: %s in namespace %s failed; skipped, the pass goes on",
-                self.name,
-                item,
-                namespace,
-                extra={"loop": self.name, "namespace": namespace, "item": item},
-            )
-            return None
-
-
 def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
     """One pass of the lease reaper: expire sessions, lapse leases, fail overdue tasks.
 
     Safe to run in any number of server replicas at once: every decision re-checks under lock.
     ``namespace`` restricts the pass to one namespace (tests, per-namespace operations). Finding
-    the work is a read; each decision is its own transaction in the item's namespace.
+    the work is a read; each decision is its own transaction in the item's namespace
+    (:class:`ItemPass`): one that fails is logged naming it and skipped, and the pass goes on.
     """
-    run = _Pass(engine, "reaper")
+    run = ItemPass(engine, REAPER_LOOP)
     expired = 0
     for session in run_transaction(
         engine, functools.partial(sessions.find_expired_sessions, limit=limit, namespace=namespace)
@@ -162,7 +146,7 @@ def promote(
 ) -> PromoteReport:
     """One pass of the promoter: in each namespace (its own transactions), place the SCHEDULED
     tasks that fell due, batch by batch, and hand free permits to blocked tasks."""
-    run = _Pass(engine, "promoter")
+    run = ItemPass(engine, PROMOTER_LOOP)
     promoted = released = 0
     for name in [namespace] if namespace is not None else _namespaces(engine):
         while True:

@@ -12,6 +12,12 @@ NULL; resuming starts from now like an edit: instants that passed while suspende
 Schedules created through the API can be changed through the API; those declared by a Schedule
 resource (``source`` operator or manifest) only through the resource, or the operator would
 undo the change on its next resync.
+
+Every change through the API (create, update, suspend, resume, delete) appends an audit row in
+its transaction (invariant 8) — actor, reason, the schedule's version, its fields before and
+after — with ``resource_kind`` ``Schedule`` like the resource's own changes
+(orbit/reconcile/audited.py), so one filter shows a schedule's whole history. A change that
+changes nothing is not audited.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.audit import declared_fields, record_change
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
@@ -44,6 +51,7 @@ from .plan import run_of
 from .progress import lock_schedule, move, record
 
 API_SOURCES = ("api", "cli")
+RESOURCE_KIND = "Schedule"
 
 
 def validate(spec: ScheduleSpec) -> Cron:
@@ -75,9 +83,15 @@ def require_queue(conn: sa.Connection, namespace: str, spec: ScheduleSpec) -> No
 
 
 def create_schedule(
-    conn: sa.Connection, namespace: str, spec: ScheduleSpec, *, source: str = "api"
+    conn: sa.Connection,
+    namespace: str,
+    spec: ScheduleSpec,
+    *,
+    actor: str,
+    reason: str = "",
+    source: str = "api",
 ) -> WriteResult:
-    """A new schedule; Conflict when the name is taken."""
+    """A new schedule (audited); Conflict when the name is taken."""
     cron = validate(spec)
     require_queue(conn, namespace, spec)
     if lock_schedule(conn, namespace, spec.name) is not None:
@@ -85,7 +99,9 @@ def create_schedule(
             f"schedule {spec.name!r} already exists in namespace {namespace!r}; "
             "update it, or delete it first"
         )
-    return _insert(conn, namespace, spec, cron, source=source, spec_generation=1)
+    result = _insert(conn, namespace, spec, cron, source=source, spec_generation=1)
+    _audit(conn, namespace, spec.name, "create", actor, reason, None, result.version)
+    return result
 
 
 def update_schedule(
@@ -93,10 +109,13 @@ def update_schedule(
     namespace: str,
     spec: ScheduleSpec,
     *,
+    actor: str,
+    reason: str = "",
     expected_version: int | None = None,
     source: str = "api",
 ) -> WriteResult:
-    """Replace an API-made schedule's spec; ``expected_version`` makes it conditional."""
+    """Replace an API-made schedule's spec (audited when it changes); ``expected_version``
+    makes it conditional."""
     cron = validate(spec)
     require_queue(conn, namespace, spec)
     row = _lock_own(conn, namespace, spec.name, source)
@@ -105,18 +124,35 @@ def update_schedule(
             f"schedule {spec.name!r} is at version {row.version}, not {expected_version}: "
             "it changed since you read it; read it again and reapply your change"
         )
-    return _rewrite(conn, row, spec, cron, source=source, spec_generation=row.spec_generation)
+    before = declared_fields(conn, schedules, namespace, spec.name)
+    result = _rewrite(conn, row, spec, cron, source=source, spec_generation=row.spec_generation)
+    if result.changed:
+        _audit(conn, namespace, spec.name, "update", actor, reason, before, result.version)
+    return result
 
 
 def set_suspended(
-    conn: sa.Connection, namespace: str, name: str, suspended: bool, *, source: str = "api"
+    conn: sa.Connection,
+    namespace: str,
+    name: str,
+    suspended: bool,
+    *,
+    actor: str,
+    reason: str = "",
+    source: str = "api",
 ) -> WriteResult:
-    """Suspend (no instant fires) or resume (from now on) an API-made schedule."""
+    """Suspend (no instant fires) or resume (from now on) an API-made schedule (audited when it
+    changes)."""
     row = _lock_own(conn, namespace, name, source)
+    before = declared_fields(conn, schedules, namespace, name)
     spec = replace(spec_of(row), suspended=suspended)
-    return _rewrite(
+    result = _rewrite(
         conn, row, spec, validate(spec), source=source, spec_generation=row.spec_generation
     )
+    if result.changed:
+        action = "suspend" if suspended else "resume"
+        _audit(conn, namespace, name, action, actor, reason, before, result.version)
+    return result
 
 
 def declare_schedule(
@@ -137,15 +173,32 @@ def declare_schedule(
 
 
 def delete_schedule(
-    conn: sa.Connection, namespace: str, name: str, *, source: str | None = "api"
+    conn: sa.Connection,
+    namespace: str,
+    name: str,
+    *,
+    actor: str,
+    reason: str = "",
+    source: str = "api",
 ) -> bool:
-    """Remove the schedule (its occurrences stay as history); False when there was none.
-    ``source`` None deletes whoever declared it (the resource's own deletion)."""
+    """Remove an API-made schedule (audited; its occurrences stay as history); False when there
+    was none."""
     row = lock_schedule(conn, namespace, name)
     if row is None:
         return False
-    if source is not None:
-        _require_own(row, source)
+    _require_own(row, source)
+    before = declared_fields(conn, schedules, namespace, name)
+    conn.execute(schedules.delete().where(schedules.c.id == row.id))
+    _audit(conn, namespace, name, "delete", actor, reason, before, row.version)
+    return True
+
+
+def delete_declared_schedule(conn: sa.Connection, namespace: str, name: str) -> bool:
+    """The Schedule resource's own deletion, whoever declared the row (the reconcile framework
+    audits it); False when there was none."""
+    row = lock_schedule(conn, namespace, name)
+    if row is None:
+        return False
     conn.execute(schedules.delete().where(schedules.c.id == row.id))
     return True
 
@@ -259,6 +312,31 @@ def _supersede_due(conn: sa.Connection, row: sa.Row[Any], now: dt.datetime, why:
         through=through,
         instants=count,
         now=now,
+    )
+
+
+def _audit(
+    conn: sa.Connection,
+    namespace: str,
+    name: str,
+    action: str,
+    actor: str,
+    reason: str,
+    before: dict[str, Any] | None,
+    version: int,
+) -> None:
+    """The audit row of an API change, written after it (``after`` is the row as it is now)."""
+    record_change(
+        conn,
+        namespace=namespace,
+        actor=actor,
+        action=f"schedule.{action}",
+        resource_kind=RESOURCE_KIND,
+        resource_id=name,
+        resource_version=version,
+        reason=reason or f"{action} through the API",
+        before=before,
+        after=declared_fields(conn, schedules, namespace, name),
     )
 
 

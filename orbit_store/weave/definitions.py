@@ -4,6 +4,11 @@ A published version is immutable: its spec and digest are never updated. Publish
 whose canonical digest equals the latest version's is a no-op; any other spec becomes version
 N + 1. Instances bind to a version at start and keep it whatever is published later. Retiring
 a definition (its resource deleted) refuses new starts and leaves running instances alone.
+
+A publish through the API is audited in its transaction (invariant 8, seed §4 "记录定义摘要及发布
+审计"): ``workflowdefinition.publish`` with the actor, the reason and the new version's digest,
+under ``resource_kind`` ``WorkflowDefinition`` like the resource's own changes
+(orbit/reconcile/audited.py). Publishing an identical spec changes nothing and is not audited.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.audit import declared_fields, record_change
 from orbit_store.clock import db_now
 from orbit_store.errors import NotFound
 from orbit_store.ids import new_id
@@ -28,6 +34,7 @@ from .model import PublishResult
 from .spec import Definition, WorkflowSpec, canonical, digest_of, load
 
 _versions: dict[str, Definition] = {}
+RESOURCE_KIND = "WorkflowDefinition"
 
 
 def publish_definition(
@@ -95,6 +102,40 @@ def publish_definition(
     )
     assert updated.rowcount == 1, "the definition row is locked"
     return PublishResult(definition_id, name, version, digest, changed=True)
+
+
+def publish_audited(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    name: str,
+    spec: WorkflowSpec,
+    actor: str,
+    reason: str = "",
+    source: str = "api",
+) -> PublishResult:
+    """:func:`publish_definition` by a person (the API), with its audit row when it changed."""
+    _lock(conn, namespace, name)  # so that ``before`` is what this publish replaces
+    before = declared_fields(conn, workflow_definitions, namespace, name)
+    result = publish_definition(
+        conn, namespace=namespace, name=name, spec=spec, source=source, published_by=actor
+    )
+    if result.changed:
+        after = declared_fields(conn, workflow_definitions, namespace, name)
+        assert after is not None, "just published"
+        record_change(
+            conn,
+            namespace=namespace,
+            actor=actor,
+            action="workflowdefinition.publish",
+            resource_kind=RESOURCE_KIND,
+            resource_id=name,
+            resource_version=result.version,
+            reason=reason or f"version {result.version} published through the API",
+            before=before,
+            after={**after, "digest": result.digest},
+        )
+    return result
 
 
 def _lock(conn: sa.Connection, namespace: str, name: str) -> sa.Row[Any] | None:

@@ -8,26 +8,27 @@ counted and retried later, never stopping the pass.
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from orbit_store.db import is_sqlite, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown
+from orbit_store.passes import ItemPass
 
 from . import inbox, timers
-from .definitions import publish_definition
+from .definitions import publish_audited
 from .model import AdvanceReport, PublishResult, SignalResult, StartResult
 from .signals import accept_signal
 from .spec import parse
 from .start import StartRequest, find_started, start_workflow
 
-log = logging.getLogger("orbit.weave")
+#: The engine loops these passes run in (``orbit_engine_item_errors_total{loop}``).
+INBOX_LOOP, TIMERS_LOOP = "weave-inbox", "weave-timers"
 
 
 def publish(
@@ -36,20 +37,22 @@ def publish(
     namespace: str,
     name: str,
     document: Any,
-    source: str,
-    published_by: str | None = None,
+    actor: str,
+    reason: str = "",
+    source: str = "api",
 ) -> PublishResult:
-    """Validate (InvalidDefinition names every bad field) and publish."""
+    """Validate (InvalidDefinition names every bad field) and publish, audited."""
     spec = parse(document)
     return run_transaction(
         engine,
         functools.partial(
-            publish_definition,
+            publish_audited,
             namespace=namespace,
             name=name,
             spec=spec,
+            actor=actor,
+            reason=reason,
             source=source,
-            published_by=published_by,
         ),
     )
 
@@ -92,30 +95,32 @@ def signal(
 
 @dataclass
 class PassReport:
-    """What one engine pass did: a report per item that moved, and items that failed."""
+    """What one engine pass did: a report per item that moved, and items that failed (each
+    logged by :class:`orbit_store.passes.ItemPass`)."""
 
     reports: list[AdvanceReport] = field(default_factory=list)
-    failures: int = 0
+    errors: int = 0
+
+
+Item = TypeVar("Item")
 
 
 def _run_groups(
-    groups: list[list[Any]], work: Callable[[Any], AdvanceReport | None], workers: int
+    groups: list[list[Item]],
+    work: Callable[[ItemPass, Item], AdvanceReport | None],
+    items: ItemPass,
+    workers: int,
 ) -> PassReport:
     """Run ``work`` on every item: the items of one group in order, groups side by side on up
     to ``workers`` threads (each item its own transaction; a failure is counted, not raised)."""
     report, lock = PassReport(), threading.Lock()
 
-    def run(group: list[Any]) -> None:
+    def run(group: list[Item]) -> None:
         for item in group:
-            try:
-                done = work(item)
-            except Exception:
+            done = work(items, item)
+            if done is not None:
                 with lock:
-                    report.failures += 1
-            else:
-                if done is not None:
-                    with lock:
-                        report.reports.append(done)
+                    report.reports.append(done)
 
     if workers <= 1 or len(groups) <= 1:  # SQLite callers pass 1: it has one writer anyway
         for group in groups:
@@ -123,6 +128,7 @@ def _run_groups(
     else:
         with ThreadPoolExecutor(min(workers, len(groups)), "orbit-weave") as pool:
             list(pool.map(run, groups))
+    report.errors = items.errors
     return report
 
 
@@ -138,41 +144,34 @@ def consume_pass(
     for due in due_rows:
         by_instance.setdefault(due.instance_id, []).append(due)
 
-    def work(due: inbox.Due) -> AdvanceReport:
-        try:
-            return run_transaction(
-                engine,
-                functools.partial(
-                    inbox.consume,
-                    namespace=due.namespace,
-                    instance_id=due.instance_id,
-                    inbox_id=due.id,
-                ),
-            )
-        except Exception as exc:
-            log.exception(
-                "inbox row not consumed; retried later",
-                extra={"namespace": due.namespace, "inbox_id": due.id, "workflow": due.instance_id},
-            )
-            _record_failure(engine, due, exc)
-            raise
+    def work(items: ItemPass, due: inbox.Due) -> AdvanceReport | None:
+        return items.run(
+            functools.partial(
+                inbox.consume,
+                namespace=due.namespace,
+                instance_id=due.instance_id,
+                inbox_id=due.id,
+            ),
+            namespace=due.namespace,
+            item=f"inbox row {due.id} of workflow {due.instance_id}",
+            on_error=functools.partial(_record_failure, engine, due),
+        )
 
-    return _run_groups(list(by_instance.values()), work, 1 if is_sqlite(engine) else workers)
+    items = ItemPass(engine, INBOX_LOOP)
+    return _run_groups(list(by_instance.values()), work, items, 1 if is_sqlite(engine) else workers)
 
 
 def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
-    try:
-        run_transaction(
-            engine,
-            functools.partial(
-                inbox.record_failure,
-                namespace=due.namespace,
-                inbox_id=due.id,
-                error=f"{type(exc).__name__}: {exc}",
-            ),
-        )
-    except Exception:
-        log.exception("could not record an inbox failure", extra={"inbox_id": due.id})
+    """Back the row off, with the error, so the next passes do not hammer it."""
+    run_transaction(
+        engine,
+        functools.partial(
+            inbox.record_failure,
+            namespace=due.namespace,
+            inbox_id=due.id,
+            error=f"{type(exc).__name__}: {exc}",
+        ),
+    )
 
 
 def timer_pass(
@@ -183,18 +182,13 @@ def timer_pass(
         engine, functools.partial(timers.due_instances, limit=limit, namespace=namespace)
     )
 
-    def work(item: tuple[str, str]) -> AdvanceReport:
+    def work(items: ItemPass, item: tuple[str, str]) -> AdvanceReport | None:
         ns, instance_id = item
-        try:
-            return run_transaction(
-                engine,
-                functools.partial(timers.wake_instance, namespace=ns, instance_id=instance_id),
-            )
-        except Exception:
-            log.exception(
-                "workflow timers not fired; retried next pass",
-                extra={"namespace": ns, "workflow": instance_id},
-            )
-            raise
+        return items.run(
+            functools.partial(timers.wake_instance, namespace=ns, instance_id=instance_id),
+            namespace=ns,
+            item=f"timers of workflow {instance_id}",
+        )
 
-    return _run_groups([[item] for item in due], work, 1 if is_sqlite(engine) else workers)
+    items = ItemPass(engine, TIMERS_LOOP)
+    return _run_groups([[item] for item in due], work, items, 1 if is_sqlite(engine) else workers)

@@ -32,6 +32,7 @@ def schedule_body(
     priority: int | None = None,
     safety: str | None = None,
     max_attempts: int | None = None,
+    reason: str = "",
 ) -> dict[str, Any]:
     task = {"handler": handler, "queue": queue, "params": {} if params is None else params}
     optional = {"priority": priority, "safety": safety, "max_attempts": max_attempts}
@@ -51,6 +52,8 @@ def schedule_body(
         body["start_at"] = _rfc3339(start_at, "start_at")
     if end_at is not None:
         body["end_at"] = _rfc3339(end_at, "end_at")
+    if reason:
+        body["reason"] = reason
     return body
 
 
@@ -81,12 +84,13 @@ def list_call(namespace: str, page_size: int, page_token: str | None) -> Call:
     return Call("GET", _path(namespace), params=params)
 
 
-def suspend_call(namespace: str, name: str, suspend: bool) -> Call:
-    return Call("POST", _path(namespace, name, "suspend" if suspend else "resume"))
+def suspend_call(namespace: str, name: str, suspend: bool, reason: str = "") -> Call:
+    action = "suspend" if suspend else "resume"
+    return Call("POST", _path(namespace, name, action), json={"reason": reason})
 
 
-def delete_call(namespace: str, name: str) -> Call:
-    return Call("DELETE", _path(namespace, name), idempotent=False)
+def delete_call(namespace: str, name: str, reason: str = "") -> Call:
+    return Call("DELETE", _path(namespace, name), params={"reason": reason}, idempotent=False)
 
 
 def preview_call(
@@ -108,8 +112,9 @@ class ScheduleMethods:
     _transport: SyncTransport
 
     def create_schedule(self, namespace: str, name: str, **spec: Any) -> Schedule:
-        """Create a schedule: ``cron`` and ``handler`` are required; see the API for the rest.
-        ``Conflict`` if the name is taken, ``ValidationFailed`` names a bad field."""
+        """Create a schedule: ``cron`` and ``handler`` are required; see the API for the rest
+        (``reason`` goes to the audit log). ``Conflict`` if the name is taken,
+        ``ValidationFailed`` names a bad field."""
         call = create_call(namespace, name, schedule_body(**spec))
         return Schedule.model_validate(self._transport.send(call).json())
 
@@ -132,19 +137,21 @@ class ScheduleMethods:
         call = list_call(namespace, page_size, page_token)
         return SchedulePage.model_validate(self._transport.send(call).json())
 
-    def suspend_schedule(self, namespace: str, name: str) -> Schedule:
+    def suspend_schedule(self, namespace: str, name: str, reason: str = "") -> Schedule:
+        """Nothing fires until resumed (audited, with ``reason``)."""
         return Schedule.model_validate(
-            self._transport.send(suspend_call(namespace, name, True)).json()
+            self._transport.send(suspend_call(namespace, name, True, reason)).json()
         )
 
-    def resume_schedule(self, namespace: str, name: str) -> Schedule:
-        """Resume from now: instants that passed while suspended do not fire."""
+    def resume_schedule(self, namespace: str, name: str, reason: str = "") -> Schedule:
+        """Resume from now: instants that passed while suspended do not fire (audited)."""
         return Schedule.model_validate(
-            self._transport.send(suspend_call(namespace, name, False)).json()
+            self._transport.send(suspend_call(namespace, name, False, reason)).json()
         )
 
-    def delete_schedule(self, namespace: str, name: str) -> None:
-        self._transport.send(delete_call(namespace, name))
+    def delete_schedule(self, namespace: str, name: str, reason: str = "") -> None:
+        """Delete it (audited, with ``reason``); its occurrences stay as history."""
+        self._transport.send(delete_call(namespace, name, reason))
 
     def preview_schedule(
         self,
@@ -185,16 +192,16 @@ class AsyncScheduleMethods:
         call = list_call(namespace, page_size, page_token)
         return SchedulePage.model_validate((await self._transport.send(call)).json())
 
-    async def suspend_schedule(self, namespace: str, name: str) -> Schedule:
-        response = await self._transport.send(suspend_call(namespace, name, True))
+    async def suspend_schedule(self, namespace: str, name: str, reason: str = "") -> Schedule:
+        response = await self._transport.send(suspend_call(namespace, name, True, reason))
         return Schedule.model_validate(response.json())
 
-    async def resume_schedule(self, namespace: str, name: str) -> Schedule:
-        response = await self._transport.send(suspend_call(namespace, name, False))
+    async def resume_schedule(self, namespace: str, name: str, reason: str = "") -> Schedule:
+        response = await self._transport.send(suspend_call(namespace, name, False, reason))
         return Schedule.model_validate(response.json())
 
-    async def delete_schedule(self, namespace: str, name: str) -> None:
-        await self._transport.send(delete_call(namespace, name))
+    async def delete_schedule(self, namespace: str, name: str, reason: str = "") -> None:
+        await self._transport.send(delete_call(namespace, name, reason))
 
     async def preview_schedule(
         self,

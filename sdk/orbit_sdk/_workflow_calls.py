@@ -9,9 +9,12 @@ from ._calls import _ns, _seg
 from ._transport import Call
 
 
-def publish(namespace: str, name: str, spec: dict[str, Any]) -> Call:
+def publish(namespace: str, name: str, spec: dict[str, Any], reason: str = "") -> Call:
     # Resending is harmless: the same spec again is recognised by its digest (no new version).
-    return Call("POST", f"{_ns(namespace)}/workflow-definitions", json={"name": name, "spec": spec})
+    body: dict[str, Any] = {"name": name, "spec": spec}
+    if reason:
+        body["reason"] = reason
+    return Call("POST", f"{_ns(namespace)}/workflow-definitions", json=body)
 
 
 def get_definition(namespace: str, name: str) -> Call:

@@ -43,12 +43,13 @@ class WorkflowMethods:
     _transport: SyncTransport
 
     def publish_workflow(
-        self, namespace: str, name: str, spec: dict[str, Any]
+        self, namespace: str, name: str, spec: dict[str, Any], reason: str = ""
     ) -> WorkflowDefinition:
         """Publish ``spec`` as the next immutable version of ``name`` — or nothing, when it equals
-        the latest (``changed`` says which). Needs the admin role. ``ValidationFailed`` lists
-        every problem of the spec by field in ``problem.errors``."""
-        response = self._transport.send(calls.publish(namespace, name, spec))
+        the latest (``changed`` says which). Needs the admin role; a new version is audited with
+        ``reason``. ``ValidationFailed`` lists every problem of the spec by field in
+        ``problem.errors``."""
+        response = self._transport.send(calls.publish(namespace, name, spec, reason))
         return WorkflowDefinition.model_validate(response.json())
 
     def get_workflow_definition(self, namespace: str, name: str) -> WorkflowDefinition:
@@ -151,9 +152,9 @@ class AsyncWorkflowMethods:
     _transport: AsyncTransport
 
     async def publish_workflow(
-        self, namespace: str, name: str, spec: dict[str, Any]
+        self, namespace: str, name: str, spec: dict[str, Any], reason: str = ""
     ) -> WorkflowDefinition:
-        response = await self._transport.send(calls.publish(namespace, name, spec))
+        response = await self._transport.send(calls.publish(namespace, name, spec, reason))
         return WorkflowDefinition.model_validate(response.json())
 
     async def get_workflow_definition(self, namespace: str, name: str) -> WorkflowDefinition:

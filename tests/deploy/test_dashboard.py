@@ -15,7 +15,18 @@ from .conftest import CHART, REPO, Run
 DASHBOARD = REPO / "deploy" / "grafana" / "orbit-dashboard.json"
 MONITORING_DOC = REPO / "docs" / "operations" / "monitoring.md"
 # Gauges every server replica reports with the same value (monitoring.md): never summed raw.
-MYSQL_GAUGES = ("orbit_queue_tasks", "orbit_worker_sessions", "orbit_queue_oldest_waiting_seconds")
+MYSQL_GAUGES = (
+    "orbit_queue_tasks",
+    "orbit_worker_sessions",
+    "orbit_queue_oldest_waiting_seconds",
+    "orbit_workflow_instances",
+    "orbit_workflow_inbox_backlog",
+    "orbit_workflow_inbox_oldest_age_seconds",
+    "orbit_workflow_signal_backlog",
+    "orbit_delivery_backlog",
+    "orbit_delivery_oldest_age_seconds",
+    "orbit_deliveries_parked",
+)
 
 
 def dashboard() -> dict[str, Any]:

@@ -22,6 +22,7 @@ from orbit_sdk import Client
 
 from .conftest import ROOT, Server, Tenant, free_port, make_tenant, wait_for_http, wait_until
 from .expected_metrics import OPERATOR_METRICS, SERVER_METRICS
+from .receiver import new_secret
 
 RULES = ROOT / "deploy" / "prometheus" / "orbit-rules.yaml"
 MONITORING_DOC = ROOT / "docs" / "operations" / "monitoring.md"
@@ -52,13 +53,36 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 class Work:
     busy: Tenant  # three tasks done, one reviewed, one left in NEEDS_REVIEW, a worker connected
     idle: Tenant  # two tasks waiting, no worker
+    flows: Tenant  # a firing schedule, workflows, result subscriptions, a worker connected
 
 
-@pytest.fixture
-def work(tenant: Tenant, mariadb_engine: sa.Engine, tmp_path: Path) -> Work:
-    tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path))
-    with Client(tenant.server.url, token=tenant.token) as client:
-        ns = tenant.namespace
+ORDER = {  # waits for "approved" after its first task; "shipped" may arrive early
+    "steps": [
+        {"name": "reserve", "task": {"handler": "e2e.echo"}},
+        {"name": "approval", "dependsOn": ["reserve"], "wait": {"signal": "approved"}},
+        {"name": "shipping", "dependsOn": ["approval"], "wait": {"signal": "shipped"}},
+    ]
+}
+TRACKING = {  # one poll round, which matches
+    "steps": [
+        {
+            "name": "track",
+            "poll": {
+                "handler": "e2e.echo",
+                "params": {"status": "delivered"},
+                "until": 'result.echo.status == "delivered"',
+                "intervalSeconds": 1,
+                "maxRounds": 3,
+            },
+        }
+    ]
+}
+
+
+def task_work(busy: Tenant, tmp_path: Path) -> None:
+    busy.start_worker(ORBIT_E2E_DIR=str(tmp_path))
+    with Client(busy.server.url, token=busy.token) as client:
+        ns = busy.namespace
         done = [client.submit(ns, handler="e2e.echo", params={"i": i}) for i in range(3)]
         uncertain = [client.submit(ns, handler="e2e.uncertain") for _ in range(2)]
         for task in [*done, *uncertain]:
@@ -74,27 +98,102 @@ def work(tenant: Tenant, mariadb_engine: sa.Engine, tmp_path: Path) -> Work:
             expected_state_version=reviewed.state_version,
             execution_ended=True,
         )
-    idle = make_tenant(tenant.server, mariadb_engine, ["submit"])
-    with Client(idle.server.url, token=idle.token) as client:
+
+
+def delivery_work(client: Client, flows: Tenant) -> None:
+    """A pull subscription with one delivery never acknowledged (pulled once), and a webhook to
+    a closed port whose one delivery is parked after its only attempt."""
+    ns = flows.namespace
+    client.put_subscription(ns, "receipts", mode="pull", outcomes=["CANCELLED"])
+    secret_ref = "monitoring-hook"
+    (flows.server.webhook_secrets / secret_ref).write_text(new_secret())
+    client.put_subscription(
+        ns,
+        "hook",
+        mode="push",
+        outcomes=["CANCELLED"],
+        url=f"http://127.0.0.1:{free_port()}/closed",
+        secret_ref=secret_ref,
+        max_attempts=1,
+    )
+    task = client.submit(ns, handler="e2e.receipt", delay=3600)
+    client.cancel(ns, task.id, reason="an outcome for the subscriptions")
+    assert len(client.pull_events(ns, "receipts", ack_deadline_seconds=3600).events) == 1
+
+
+def workflow_work(client: Client, flows: Tenant) -> tuple[str, str]:
+    """One workflow finished by a matching poll round, one running (waiting for a signal, with
+    another signal pending), one paused; returns the running and the paused workflow's ids."""
+    ns = flows.namespace
+    client.publish_workflow(ns, "tracking", TRACKING)
+    client.publish_workflow(ns, "order", ORDER)
+    finished = client.start_workflow(ns, "tracking")
+    assert client.wait_workflow(ns, finished.id, timeout=30).state == "SUCCEEDED"
+    running = client.start_workflow(ns, "order")
+    client.signal_workflow(ns, running.id, "shipped")  # no wait for it is active yet: pending
+    wait_until(lambda: client.get_workflow(ns, running.id).steps[1].state == "ACTIVE", timeout=30)
+    paused = client.start_workflow(ns, "order")
+    wait_until(lambda: client.get_workflow(ns, paused.id).steps[1].state == "ACTIVE", timeout=30)
+    client.pause_workflow(ns, paused.id, reason="monitoring test")
+    return running.id, paused.id
+
+
+def step_state(client: Client, namespace: str, workflow_id: str, step: str) -> str:
+    steps = client.get_workflow(namespace, workflow_id).steps
+    return next(s.state for s in steps if s.name == step)
+
+
+@pytest.fixture
+def work(
+    tenant: Tenant, server: Server, mariadb_engine: sa.Engine, tmp_path: Path
+) -> Iterator[Work]:
+    task_work(tenant, tmp_path)
+    idle = make_tenant(server, mariadb_engine, ["submit"])
+    with Client(server.url, token=idle.token) as client:
         for _ in range(2):
             client.submit(idle.namespace, handler="e2e.echo")
-    return Work(tenant, idle)
+    flows = make_tenant(server, mariadb_engine, ["admin", "submit", "work"])
+    flows.start_worker(ORBIT_E2E_DIR=str(tmp_path))
+    with Client(server.url, token=flows.token) as client:
+        client.create_schedule(
+            flows.namespace, "every-second", cron="* * * * * *", handler="e2e.echo"
+        )
+        delivery_work(client, flows)
+        workflow_work(client, flows)
+        yield Work(tenant, idle, flows)
+        client.delete_schedule(flows.namespace, "every-second")
+    for process in flows.workers:
+        process.kill()
+        process.wait(10)
 
 
 def test_scrape_shows_every_expected_metric_with_the_values_the_work_implies(work: Work) -> None:
-    ns, idle = work.busy.namespace, work.idle.namespace
+    ns, idle, flows = work.busy.namespace, work.idle.namespace, work.flows.namespace
 
     def refreshed() -> Samples | None:
         samples = scrape(work.busy.server)
         waiting = value(samples, "orbit_queue_tasks", namespace=idle, state="WAITING")
         review = value(samples, "orbit_queue_tasks", namespace=ns, state="NEEDS_REVIEW")
-        return samples if waiting == 2 and review == 1 else None
+        paused = value(samples, "orbit_workflow_instances", namespace=flows, state="PAUSED")
+        parked = value(samples, "orbit_deliveries_parked", namespace=flows, subscription="hook")
+        return samples if (waiting, review, paused, parked) == (2, 1, 1, 1) else None
 
-    samples = wait_until(refreshed, timeout=20)
+    samples = wait_until(refreshed, timeout=30)
     for name in SERVER_METRICS:
         assert name in samples, f"{name} is not exposed"
+    assert_task_metrics(samples, ns, idle)
+    assert_schedule_metrics(samples, flows)
+    assert_workflow_metrics(samples, flows)
+    assert_delivery_metrics(samples, flows)
+    stamp = value(samples, "orbit_gauges_refreshed_timestamp_seconds")
+    assert stamp is not None and abs(time.time() - stamp) < 30
+
+
+def assert_task_metrics(samples: Samples, ns: str, idle: str) -> None:
     assert value(samples, "orbit_tasks_submitted_total", namespace=ns, queue="default") == 5
     assert value(samples, "orbit_tasks_submitted_total", namespace=idle, queue="default") == 2
+    # No worker serves the idle namespace: both its tasks wait for one.
+    assert value(samples, "orbit_tasks_unrunnable", namespace=idle, queue="default") == 2
     assert value(samples, "orbit_task_outcomes_total", namespace=ns, state="SUCCEEDED") == 3
     assert value(samples, "orbit_task_outcomes_total", namespace=ns, state="NEEDS_REVIEW") == 2
     assert value(samples, "orbit_task_reviews_total", namespace=ns, decision="failed") == 1
@@ -105,8 +204,43 @@ def test_scrape_shows_every_expected_metric_with_the_values_the_work_implies(wor
     assert oldest is not None and 0 <= oldest < 60
     live = {f["state"] for f, _v in samples["orbit_queue_tasks"] if f["namespace"] == ns}
     assert live == {"NEEDS_REVIEW"}, "finished tasks are not backlog"
-    stamp = value(samples, "orbit_gauges_refreshed_timestamp_seconds")
-    assert stamp is not None and abs(time.time() - stamp) < 30
+
+
+def assert_schedule_metrics(samples: Samples, flows: str) -> None:
+    fired = value(samples, "orbit_schedule_fires_total", namespace=flows, outcome="fired")
+    assert fired is not None and fired >= 1, "the every-second schedule fired"
+    lateness = value(samples, "orbit_schedule_fire_lateness_seconds_count", namespace=flows)
+    assert lateness == fired, "each fire's lateness is observed once"
+
+
+def assert_workflow_metrics(samples: Samples, flows: str) -> None:
+    for state, live in (("RUNNING", 1), ("PAUSED", 1)):
+        assert value(samples, "orbit_workflow_instances", namespace=flows, state=state) == live
+    assert value(samples, "orbit_workflow_signal_backlog", namespace=flows) == 1, "shipped"
+    assert value(samples, "orbit_workflow_inbox_backlog", namespace=flows) == 0, "consumed"
+    assert value(samples, "orbit_workflow_inbox_oldest_age_seconds", namespace=flows) == 0
+    finished = value(samples, "orbit_workflows_finished_total", namespace=flows, state="SUCCEEDED")
+    assert finished == 1
+    matched = value(samples, "orbit_workflow_poll_rounds_total", namespace=flows, outcome="matched")
+    assert matched == 1
+    advances = value(samples, "orbit_workflow_step_advances_total", namespace=flows)
+    # tracking: track activated, succeeded; each order: reserve activated, succeeded, approval
+    # activated (the paused one had got that far before its pause)
+    assert advances == 2 + 2 * 3
+
+
+def assert_delivery_metrics(samples: Samples, flows: str) -> None:
+    pull, push = (
+        {"namespace": flows, "subscription": "receipts"},
+        {"namespace": flows, "subscription": "hook"},
+    )
+    assert value(samples, "orbit_delivery_backlog", **pull) == 1, "pulled, never acknowledged"
+    age = value(samples, "orbit_delivery_oldest_age_seconds", **pull)
+    assert age is not None and 0 <= age < 120
+    assert value(samples, "orbit_deliveries_parked", **pull) == 0
+    assert value(samples, "orbit_delivery_attempts_total", **pull, result="pulled") == 1
+    assert value(samples, "orbit_delivery_backlog", **push) == 0
+    assert value(samples, "orbit_delivery_attempts_total", **push, result="parked") == 1
 
 
 def test_labels_are_the_bounded_documented_sets(work: Work) -> None:

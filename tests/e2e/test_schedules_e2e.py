@@ -11,10 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from orbit_sdk import Client, Conflict, ValidationFailed
 
-from .conftest import ORBIT, ROOT, Tenant, wait_until
+from .conftest import ORBIT, ROOT, Server, Tenant, make_tenant, wait_until
 
 
 def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -104,6 +105,25 @@ def test_schedules_through_the_sdk_and_http(tenant: Tenant) -> None:
         f"{tenant.server.url}/v1/namespaces/someone-else/schedules", headers=tenant.headers
     )
     assert other.status_code == 403
+
+
+def test_schedule_changes_through_the_api_and_the_cli_are_in_the_audit_trail(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    admin = make_tenant(server, mariadb_engine, ["admin"])
+    ns = admin.namespace
+    with Client(server.url, token=admin.token) as client:
+        client.create_schedule(ns, "nightly", cron="@daily", handler="e2e.echo", reason="INC-7")
+        suspended = orbit("schedule", "suspend", "nightly", "--reason", "INC-8", env=admin.env())
+        assert suspended.returncode == 0, suspended.stderr
+        client.delete_schedule(ns, "nightly", reason="INC-9")
+        trail = client.audit(ns, resource_kind="Schedule", resource_id="nightly").items
+    assert [(e.action, e.actor, e.reason, e.resource_version) for e in trail] == [
+        ("schedule.delete", "e2e", "INC-9", 2),
+        ("schedule.suspend", "e2e", "INC-8", 2),
+        ("schedule.create", "e2e", "INC-7", 1),
+    ]
+    assert trail[1].after["changed"] == ["suspended", "version"]
 
 
 def test_schedule_preview_prints_utc_and_local_instants_and_refuses_a_bad_zone() -> None:

@@ -106,3 +106,23 @@ def test_pause_resume_cancel_history_and_metrics(admin: Tenant) -> None:
     assert f'orbit_workflow_step_advances_total{{namespace="{admin.namespace}"}}' in metrics
     for name in ("orbit_workflow_inbox_backlog", "orbit_workflow_instances"):
         assert f"# TYPE {name} gauge" in metrics
+
+
+def test_publishing_through_the_api_is_audited_once_per_new_version(admin: Tenant) -> None:
+    changed = {
+        **SPEC,
+        "steps": [
+            *SPEC["steps"],
+            {"name": "done", "dependsOn": ["approval"], "task": {"handler": "e2e.echo"}},
+        ],
+    }
+    with Client(admin.server.url, token=admin.token) as client:
+        client.publish_workflow(admin.namespace, "flow", SPEC, reason="again: no new version")
+        client.publish_workflow(admin.namespace, "flow", changed, reason="adds the done step")
+        trail = client.audit(admin.namespace, action="workflowdefinition.*").items
+        digest = client.get_workflow_definition(admin.namespace, "flow").versions[-1].digest
+    assert [(e.action, e.resource_version, e.reason) for e in trail] == [
+        ("workflowdefinition.publish", 2, "adds the done step"),
+        ("workflowdefinition.publish", 1, "version 1 published through the API"),
+    ]
+    assert trail[0].actor == "e2e" and trail[0].after["fields"]["digest"] == digest

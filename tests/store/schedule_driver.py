@@ -62,13 +62,17 @@ class ScheduleDriver:
 
     def create(self, name: str = "job", cron: str = "* * * * *", **kw: Any) -> WriteResult:
         spec = self.spec(name, cron, **kw)
-        return self.pulse.tx(lambda c: declare.create_schedule(c, self.namespace, spec))
+        return self.pulse.tx(
+            lambda c: declare.create_schedule(c, self.namespace, spec, actor="tester")
+        )
 
     def update(self, name: str = "job", **changes: Any) -> WriteResult:
         current = self.get(name).spec
         task = replace(current.task, **changes.pop("task", {}))
         spec = replace(current, task=task, **changes)
-        return self.pulse.tx(lambda c: declare.update_schedule(c, self.namespace, spec))
+        return self.pulse.tx(
+            lambda c: declare.update_schedule(c, self.namespace, spec, actor="tester")
+        )
 
     def suspend(self, name: str = "job", suspended: bool = True) -> WriteResult:
         return self.pulse.tx(
@@ -77,6 +81,7 @@ class ScheduleDriver:
                 namespace=self.namespace,
                 name=name,
                 suspended=suspended,
+                actor="tester",
             )
         )
 

@@ -45,20 +45,28 @@ def _audit_actions(conn: sa.Connection, namespace: str) -> list[str]:
 
 
 def assert_audited_with_the_change(
-    pulse: PulseDriver, action: str, work: Work, changed: Callable[[], bool]
+    pulse: PulseDriver, action: str | list[str], work: Work, changed: Callable[[], bool]
 ) -> None:
-    """``work`` must write its ``action`` audit row in the transaction that makes ``changed()``
-    true: inside it the row is visible, after a rollback neither survives, after a commit both."""
+    """``work`` must write its ``action`` audit row(s) in the transaction that makes
+    ``changed()`` true: inside it the rows are visible, after a rollback neither survives,
+    after a commit both."""
+    expected = sorted([action] if isinstance(action, str) else action)
     before = pulse.tx(lambda c: _audit_actions(c, pulse.namespace))
+
+    def added(conn: sa.Connection) -> list[str]:
+        actions = _audit_actions(conn, pulse.namespace)
+        assert actions[: len(before)] == before
+        return sorted(actions[len(before) :])
+
     with pulse.engine.connect() as conn:
         trans = conn.begin()
         work(conn)
-        assert _audit_actions(conn, pulse.namespace) == [*before, action]
+        assert added(conn) == expected
         trans.rollback()
     assert pulse.tx(lambda c: _audit_actions(c, pulse.namespace)) == before
     assert not changed(), "rolled back, yet the change is there"
     pulse.tx(work)
-    assert pulse.tx(lambda c: _audit_actions(c, pulse.namespace)) == [*before, action]
+    assert pulse.tx(added) == expected
     assert changed()
 
 

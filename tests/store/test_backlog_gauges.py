@@ -1,5 +1,6 @@
 """The backlog as /metrics shows it: read_backlog (one read over the live tasks and sessions) and
-the gauge cache that serves it, refreshed by a loop and never by a scrape."""
+the gauge cache that serves every MySQL gauge, refreshed by a loop and never by a scrape, one
+reader (one short read-only transaction) at a time."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 
-from orbit.engines.gauges import GaugeCache
+from orbit.engines.gauges import GaugeCache, GaugesUnavailable, backlog_gauges, gauge
+from orbit.metrics import Metrics
 from orbit_store.pulse.backlog import read_backlog
 
 from .pulse_driver import PulseDriver
@@ -127,3 +130,56 @@ def test_nothing_is_served_before_the_first_refresh_or_once_it_is_stale(engine: 
     assert any(name == "orbit_gauges_refreshed_timestamp_seconds" for name, _ in scrape(cache))
     time.sleep(0.1)  # more than three intervals without a refresh
     assert scrape(cache) == {}
+
+
+def broken_reader(conn: sa.Connection) -> list[Metric]:
+    raise RuntimeError("a defect in this reader")
+
+
+def names(cache: GaugeCache) -> set[str]:
+    return {name for name, _labels in scrape(cache)}
+
+
+def test_a_reader_that_fails_is_counted_and_the_other_gauges_are_still_served(
+    pulse: PulseDriver, engine: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    pulse.submit()
+    metrics = Metrics(engine, gauge_interval=60)
+    metrics.gauges.readers = (broken_reader, backlog_gauges)
+
+    assert metrics.refresh_gauges() == 1
+
+    assert "orbit_queue_tasks" in names(metrics.gauges)
+    assert "orbit_gauges_refreshed_timestamp_seconds" not in names(metrics.gauges), (
+        "the timestamp says when every gauge was last refreshed"
+    )
+    errors = metrics.registry.get_sample_value("orbit_engine_item_errors_total", {"loop": "gauges"})
+    assert errors == 1
+    assert "gauge reader broken_reader" in caplog.text
+
+
+def test_a_pass_where_every_reader_fails_fails_as_a_whole(engine: sa.Engine) -> None:
+    cache = GaugeCache(engine, interval=60, readers=[broken_reader, broken_reader])
+    with pytest.raises(GaugesUnavailable):
+        cache.refresh()
+
+
+def test_a_failing_readers_last_gauges_disappear_once_stale_while_the_others_stay(
+    engine: sa.Engine,
+) -> None:
+    def failing_later(conn: sa.Connection) -> list[Metric]:
+        if calls:
+            raise RuntimeError("fails from the second refresh on")
+        calls.append(1)
+        return [gauge("orbit_test_gauge", "A test gauge.", [], [([], 1.0)])]
+
+    calls: list[int] = []
+    cache = GaugeCache(engine, interval=0.05, readers=[failing_later, backlog_gauges])
+    cache.refresh()
+    assert "orbit_test_gauge" in names(cache)
+    deadline = time.monotonic() + 0.2  # more than three intervals of refreshes
+    while time.monotonic() < deadline:
+        cache.refresh()
+        time.sleep(0.02)
+    assert "orbit_test_gauge" not in names(cache), "its snapshot went stale"
+    assert "orbit_worker_sessions" in names(cache), "the healthy reader's gauges stay"

@@ -206,6 +206,19 @@ def test_a_push_subscription_needs_a_url_and_a_secret_reference(delivery: Delive
         )
 
 
+@pytest.mark.parametrize(
+    "url", ["http://[::1/hook", "http://h:99999/", "http://:80/", "http://a b/"]
+)
+def test_a_push_url_the_sender_could_not_address_is_refused_naming_the_field(
+    delivery: DeliveryDriver, url: str
+) -> None:
+    spec = SubscriptionSpec(name="hook", mode=Mode.PUSH, url=url, secret_ref="hook-secret")
+    with pytest.raises(InvalidRequest, match=r"^url: .* is not a valid URL"):
+        delivery.pulse.tx(
+            lambda c: put_subscription(c, delivery.namespace, spec, actor="admin@example.com")
+        )
+
+
 def test_deleting_a_subscription_with_undelivered_events_needs_an_explicit_discard(
     pulse: PulseDriver, delivery: DeliveryDriver
 ) -> None:

@@ -40,8 +40,9 @@ def test_one_broken_schedule_is_counted_and_logged_and_the_others_fire(
 
     assert report.errors == 1
     assert [(s.name, s.status) for s in report.steps] == [("good", "FIRED")]
-    assert sample(metrics, "orbit_engine_errors_total", loop="scheduler") == 1
-    assert "schedule not fired" in caplog.text
+    assert sample(metrics, "orbit_engine_item_errors_total", loop="scheduler") == 1
+    assert sample(metrics, "orbit_engine_errors_total", loop="scheduler") == 0, "the pass went on"
+    assert f"schedule {broken} in namespace {schedules.namespace} failed" in caplog.text
 
 
 def test_fires_skips_and_misses_are_counted_with_the_lateness_of_fires(

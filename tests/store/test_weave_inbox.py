@@ -165,7 +165,7 @@ def test_a_consumption_that_fails_is_retried_later_not_lost(weave: WeaveDriver) 
     weave.tx(lambda conn: put_quota(conn, weave.namespace, quota))
     finish_first(weave, wf)
     report = weave.consume()
-    assert report.failures == 1
+    assert report.errors == 1
     (message,) = weave.inbox(wf)
     assert (message.state, message.attempts) == ("PENDING", 1)
     assert "QuotaExceeded" in message.last_error
@@ -176,21 +176,28 @@ def test_a_consumption_that_fails_is_retried_later_not_lost(weave: WeaveDriver) 
     assert weave.step_states(wf)["second"] == "ACTIVE"
 
 
+def poison_outcome(weave: WeaveDriver, wf: str) -> str:
+    """Finish the first step's task of ``wf``, its inbox row pointing nowhere (consuming it
+    raises); the row's id."""
+    finish_first(weave, wf)
+    (message,) = weave.inbox(wf)
+    weave.tx(
+        lambda conn: conn.execute(
+            workflow_inbox.update()
+            .where(workflow_inbox.c.id == message.id)
+            .values(instance_id=new_id())
+        )
+    )
+    return str(message.id)
+
+
 def test_consumption_is_per_row_one_bad_row_stops_nothing(
     weave: WeaveDriver, tmp_path: Path
 ) -> None:
     weave.publish("two", TWO_STEPS)
     good, bad = weave.start_workflow("two"), weave.start_workflow("two")
     finish_first(weave, good)
-    finish_first(weave, bad)
-    (message,) = weave.inbox(bad)
-    weave.tx(
-        lambda conn: conn.execute(
-            workflow_inbox.update()
-            .where(workflow_inbox.c.id == message.id)
-            .values(instance_id=new_id())  # points nowhere: consuming it raises
-        )
-    )
+    poison_outcome(weave, bad)
     report = weave.consume()
-    assert report.failures == 1 and len(report.reports) == 1
+    assert report.errors == 1 and len(report.reports) == 1
     assert weave.step_states(good)["second"] == "ACTIVE"

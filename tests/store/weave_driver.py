@@ -51,7 +51,7 @@ class WeaveDriver(PulseDriver):
     # --- transactions -----------------------------------------------------------------------
     def publish(self, name: str, spec: dict[str, Any]) -> PublishResult:
         return service.publish(
-            self.engine, namespace=self.namespace, name=name, document=spec, source="api"
+            self.engine, namespace=self.namespace, name=name, document=spec, actor="tester"
         )
 
     def start_workflow(
