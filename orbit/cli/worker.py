@@ -49,6 +49,14 @@ def worker(
             help="Override the queues, comma-separated (a WorkerPool sets them).",
         ),
     ] = None,
+    handlers: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ORBIT_WORKER_HANDLERS",
+            help="Serve only these registered handlers, comma-separated (a WorkerPool's "
+            "spec.handlers); the server then grants this worker no other task types.",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker: lease, run handlers, heartbeat; drain gracefully on SIGTERM.
 
@@ -73,6 +81,11 @@ def worker(
         loaded.concurrency = concurrency
     if queues:
         loaded.queues = [q.strip() for q in queues.split(",") if q.strip()]
+    if handlers is not None:
+        try:
+            loaded.serve_only([h.strip() for h in handlers.split(",") if h.strip()])
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--handlers") from exc
     try:
         loaded.run()
     except OrbitError as exc:

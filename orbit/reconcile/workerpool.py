@@ -52,6 +52,8 @@ def desired_deployment(resource: Resource, replicas: int, server_url: str) -> di
         "--queues",
         ",".join(spec["queues"]),
     ]
+    if spec.get("handlers"):  # absent: every handler the module registers
+        worker["args"] += ["--handlers", ",".join(spec["handlers"])]
     ours: list[dict[str, Any]] = [
         {"name": "ORBIT_SERVER", "value": server_url},
         {"name": "ORBIT_NAMESPACE", "value": resource.namespace},

@@ -157,6 +157,28 @@ class Worker:
     def handlers(self) -> dict[str, RegisteredHandler]:
         return dict(self._handlers)
 
+    def serve_only(self, names: list[str]) -> None:
+        """Keep only the handlers ``names`` (a WorkerPool's ``spec.handlers``); the session then
+        declares just these, so the server grants this worker no other task types.
+
+        Raises ValueError naming what is not registered: a pool that asks for a handler its
+        module lacks is a configuration mistake, not something to skip quietly."""
+        if self._started:
+            raise RuntimeError("serve_only() must be called before run()")
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            raise ValueError("serve_only() needs at least one handler name")
+        missing = [n for n in wanted if n not in self._handlers]
+        if missing:
+            known = ", ".join(sorted(self._handlers)) or "none"
+            raise ValueError(
+                f"handlers not registered by this worker: {', '.join(missing)} "
+                f"(registered: {known})"
+            )
+        for name in list(self._handlers):
+            if name not in wanted:
+                del self._handlers[name]  # the runner shares this dict: one source of truth
+
     @property
     def session(self) -> Session | None:
         return self._session

@@ -71,3 +71,17 @@ def test_scaling_down_waits_out_the_cool_down_but_scaling_up_never_waits() -> No
     assert desired_replicas(spec, 0, 4, just_scaled, NOW) == 4
     assert desired_replicas(spec, 0, 4, NOW - dt.timedelta(seconds=61), NOW) == 1
     assert desired_replicas(spec, 100, 2, just_scaled, NOW) == 5
+
+
+def test_a_pool_naming_handlers_runs_workers_that_serve_only_those() -> None:
+    deployment = desired_deployment(
+        pool(handlers=["mail.send", "mail.bounce"]), replicas=1, server_url="http://orbit"
+    )
+    [worker] = deployment["spec"]["template"]["spec"]["containers"]
+    assert worker["args"][-2:] == ["--handlers", "mail.send,mail.bounce"]
+
+
+def test_a_pool_without_handlers_serves_every_registered_handler() -> None:
+    deployment = desired_deployment(pool(), replicas=1, server_url="http://orbit")
+    [worker] = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--handlers" not in worker["args"]
