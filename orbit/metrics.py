@@ -75,8 +75,9 @@ class Metrics:
         self.schedule_fires = Counter(
             "orbit_schedule_fires_total",
             "Schedule instants decided, by outcome: fired (a task was created), skipped "
-            "(concurrency policy, queue or quota refused), missed (misfire or starting deadline).",
-            ["namespace", "outcome"],
+            "(concurrency policy, queue or quota refused), missed (misfire or starting deadline); "
+            "reason is the occurrence's reason (Scheduled, ConcurrencyForbid, QuotaExceeded, …).",
+            ["namespace", "outcome", "reason"],
             registry=self.registry,
         )
         self.schedule_fire_lateness = Histogram(

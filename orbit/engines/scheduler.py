@@ -135,7 +135,7 @@ def _observe(metrics: Metrics | None, step: FireStep) -> None:
     )
     if metrics is None:
         return
-    metrics.schedule_fires.labels(step.namespace, outcome).inc(step.instants)
+    metrics.schedule_fires.labels(step.namespace, outcome, step.reason.value).inc(step.instants)
     if step.status is OccurrenceStatus.FIRED:
         metrics.schedule_fire_lateness.labels(step.namespace).observe(
             max(step.lateness_seconds, 0.0)

@@ -14,7 +14,7 @@ SERVER_METRICS: dict[str, tuple[str, ...]] = {
     "orbit_lease_expiries_total": (),
     "orbit_engine_errors_total": ("loop",),
     "orbit_engine_item_errors_total": ("loop",),
-    "orbit_schedule_fires_total": ("namespace", "outcome"),
+    "orbit_schedule_fires_total": ("namespace", "outcome", "reason"),
     "orbit_workflow_step_advances_total": ("namespace",),
     "orbit_workflow_poll_rounds_total": ("namespace", "outcome"),
     "orbit_workflows_finished_total": ("namespace", "state"),

@@ -207,8 +207,12 @@ def assert_task_metrics(samples: Samples, ns: str, idle: str) -> None:
 
 
 def assert_schedule_metrics(samples: Samples, flows: str) -> None:
-    fired = value(samples, "orbit_schedule_fires_total", namespace=flows, outcome="fired")
-    assert fired is not None and fired >= 1, "the every-second schedule fired"
+    fired = sum(  # by reason: Scheduled, or FireOnce/CatchUp after a slow pass
+        v
+        for found, v in samples.get("orbit_schedule_fires_total", [])
+        if found.get("namespace") == flows and found.get("outcome") == "fired"
+    )
+    assert fired >= 1, "the every-second schedule fired"
     lateness = value(samples, "orbit_schedule_fire_lateness_seconds_count", namespace=flows)
     assert lateness == fired, "each fire's lateness is observed once"
 

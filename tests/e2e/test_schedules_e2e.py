@@ -63,7 +63,7 @@ def test_apply_a_schedule_the_server_fires_it_a_worker_runs_it_and_get_shows_it(
     assert "next fire" in table.stdout and "FIRED" in table.stdout
     assert "CET" in table.stdout or "CEST" in table.stdout  # local time in Europe/Berlin
     metrics = httpx.get(f"{tenant.server.url}/metrics").text
-    fires = f'orbit_schedule_fires_total{{namespace="{tenant.namespace}",outcome="fired"}}'
+    fires = f'orbit_schedule_fires_total{{namespace="{tenant.namespace}",outcome="fired",reason='
     assert fires in metrics
     assert (
         f'orbit_schedule_fire_lateness_seconds_count{{namespace="{tenant.namespace}"}}' in metrics

@@ -60,9 +60,13 @@ def test_fires_skips_and_misses_are_counted_with_the_lateness_of_fires(
     # 10 s late: "late" misses its 5 s deadline, "fine" fires, "blocked" skips (Forbid)
     scheduler_pass(schedules.pulse.engine, metrics, namespace=ns)
 
-    assert sample(metrics, "orbit_schedule_fires_total", namespace=ns, outcome="fired") == 4
-    assert sample(metrics, "orbit_schedule_fires_total", namespace=ns, outcome="skipped") == 1
-    assert sample(metrics, "orbit_schedule_fires_total", namespace=ns, outcome="missed") == 1
+    fires = "orbit_schedule_fires_total"
+    assert sample(metrics, fires, namespace=ns, outcome="fired", reason="Scheduled") == 4
+    assert sample(metrics, fires, namespace=ns, outcome="skipped", reason="ConcurrencyForbid") == 1
+    missed = sample(
+        metrics, fires, namespace=ns, outcome="missed", reason="StartingDeadlineExceeded"
+    )
+    assert missed == 1
     count = sample(metrics, "orbit_schedule_fire_lateness_seconds_count", namespace=ns)
     total = sample(metrics, "orbit_schedule_fire_lateness_seconds_sum", namespace=ns)
     assert count == 4 and 2 * 3 + 10 <= total < 2 * 3 + 10 + 5
