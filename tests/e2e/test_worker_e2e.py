@@ -84,7 +84,9 @@ def test_an_unsafe_handler_killed_mid_run_goes_to_review_and_is_not_rerun_inv7(
         done = client.wait(tenant.namespace, task.id, timeout=30)
         assert done.state == "NEEDS_REVIEW"
         assert [a.outcome for a in done.attempts] == ["LAPSED"]
-        wait_until(lambda: True)  # give the second worker a chance to (wrongly) lease it
+        # The second worker runs a later task of the same queue: it has leased past this one.
+        later = client.submit(tenant.namespace, queue=queue, handler="e2e.echo", params={})
+        assert client.wait(tenant.namespace, later.id, timeout=30).state == "SUCCEEDED"
         assert client.get(tenant.namespace, task.id).state == "NEEDS_REVIEW"
     assert lines(tmp_path, "charge-started") == [task.id], "never run a second time"
     metrics = httpx.get(f"{tenant.server.url}/metrics").text
