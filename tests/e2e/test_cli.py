@@ -28,11 +28,13 @@ def test_token_create_prints_it_once_list_hides_it_and_revoke_stops_it(server: S
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     assert token.startswith("orb_")
-    listed = orbit("admin", "token", "list", *db, "-n", "cli-ns", "-o", "json")
-    assert json.loads(listed.stdout)["items"][0]["name"] == "ci-bot" and token not in listed.stdout
     url = f"{server.url}/v1/namespaces/cli-ns/tasks"
     bearer = {"Authorization": f"Bearer {token}"}
     assert httpx.get(url, headers=bearer).status_code == 200
+    listed = orbit("admin", "token", "list", *db, "-n", "cli-ns", "-o", "json")
+    assert json.loads(listed.stdout)["items"][0]["name"] == "ci-bot" and token not in listed.stdout
+    again = orbit("admin", "token", "create", *db, "-n", "cli-ns", "--role", "nope")
+    assert again.returncode == 1 and "roles are" in again.stderr
     assert (
         orbit("admin", "token", "revoke", *db, "-n", "cli-ns", "--name", "ci-bot").returncode == 0
     )
@@ -40,8 +42,6 @@ def test_token_create_prints_it_once_list_hides_it_and_revoke_stops_it(server: S
     wait_until(lambda: httpx.get(url, headers=bearer).status_code == 401, timeout=CACHE_SECONDS + 5)
     refused = httpx.get(url, headers=bearer)
     assert refused.status_code == 401 and refused.json()["type"].endswith("unauthorized")
-    again = orbit("admin", "token", "create", *db, "-n", "cli-ns", "--role", "nope")
-    assert again.returncode == 1 and "roles are" in again.stderr
 
 
 def test_task_submit_get_list_and_cancel_through_the_server(tenant: Tenant) -> None:
