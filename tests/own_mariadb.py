@@ -43,7 +43,13 @@ class OwnMariaDB:
     def error_log(self) -> Path:
         return self.directory / "error.log"
 
-    def stop(self) -> None:
+    def stop(self, *, remove: bool = True) -> None:
+        """SIGTERM (a clean shutdown), then the datadir is deleted unless ``remove=False``."""
+        self._terminate()
+        if remove:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _terminate(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
