@@ -123,7 +123,7 @@ def _wait_until_serving(own: OwnMariaDB, timeout: float) -> None:
                 return
             except sa.exc.OperationalError:
                 if time.monotonic() > deadline:
-                    own.stop()
+                    own.stop(remove=False)  # keep error.log for the reader
                     raise
                 time.sleep(0.2)
     finally:
