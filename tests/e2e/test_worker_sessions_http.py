@@ -70,7 +70,9 @@ def test_re_registering_a_name_closes_the_older_session_whose_heartbeat_is_then_
         refused = heartbeat(tenant, session_id=older["id"], items=[item(lease)])
         assert refused.status_code == 409 and refused.json()["type"].endswith("/conflict")
         [fate] = heartbeat(tenant, items=[item(lease)]).json()["results"]
-        assert (fate["status"], fate["reason"]) == ("lost", "worker session is CLOSED")
+        # Which reason depends on whether the server's reaper has already lapsed the attempt.
+        assert fate["status"] == "lost"
+        assert fate["reason"] in ("worker session is CLOSED", "attempt is no longer current")
 
         def reviewed() -> bool:
             return client.get(tenant.namespace, task.id).state == "NEEDS_REVIEW"
