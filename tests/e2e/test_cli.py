@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 
+import httpx
 import sqlalchemy as sa
 
+from orbit.api.auth import CACHE_SECONDS
 from orbit_store.schema import task_events
 
-from .conftest import ORBIT, ROOT, Server, Tenant, report_unknown_outcome
+from .conftest import ORBIT, ROOT, Server, Tenant, report_unknown_outcome, wait_until
 
 
 def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -26,17 +28,20 @@ def test_token_create_prints_it_once_list_hides_it_and_revoke_stops_it(server: S
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     assert token.startswith("orb_")
+    url = f"{server.url}/v1/namespaces/cli-ns/tasks"
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(url, headers=bearer).status_code == 200
     listed = orbit("admin", "token", "list", *db, "-n", "cli-ns", "-o", "json")
     assert json.loads(listed.stdout)["items"][0]["name"] == "ci-bot" and token not in listed.stdout
-    url = f"{server.url}/v1/namespaces/cli-ns/tasks"
-    import httpx
-
-    assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    again = orbit("admin", "token", "create", *db, "-n", "cli-ns", "--role", "nope")
+    assert again.returncode == 1 and "roles are" in again.stderr
     assert (
         orbit("admin", "token", "revoke", *db, "-n", "cli-ns", "--name", "ci-bot").returncode == 0
     )
-    again = orbit("admin", "token", "create", *db, "-n", "cli-ns", "--role", "nope")
-    assert again.returncode == 1 and "roles are" in again.stderr
+    # The server caches a look-up for CACHE_SECONDS (docs/api.md): refused within that, for good.
+    wait_until(lambda: httpx.get(url, headers=bearer).status_code == 401, timeout=CACHE_SECONDS + 5)
+    refused = httpx.get(url, headers=bearer)
+    assert refused.status_code == 401 and refused.json()["type"].endswith("unauthorized")
 
 
 def test_task_submit_get_list_and_cancel_through_the_server(tenant: Tenant) -> None:

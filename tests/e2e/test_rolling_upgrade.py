@@ -150,6 +150,33 @@ def test_current_servers_stay_ready_through_an_expand_only_migration_and_leave_o
     assert "upgrade Orbit" in detail
 
 
+def test_a_server_whose_database_goes_back_to_an_older_schema_is_not_ready_until_migrated(
+    database: tuple[str, sa.Engine], current_server: Server
+) -> None:
+    """A backup from before the last migration restored under running servers: /readyz answers
+    503 naming the fix, and is ready again once the schema is migrated."""
+    _url, engine = database
+    assert is_ready(current_server)
+    previous = ScriptDirectory.from_config(migrate.alembic_config()).get_revision(HEAD)
+    assert previous is not None and isinstance(previous.down_revision, str)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE alembic_version SET version_num = :v"), {"v": previous.down_revision}
+        )
+
+    def refused() -> httpx.Response | None:
+        answer = httpx.get(f"{current_server.url}/readyz", timeout=5)
+        return answer if answer.status_code == 503 else None
+
+    problem = wait_until(refused, timeout=10).json()
+    assert problem["type"].endswith("/unavailable")
+    assert f"revision {previous.down_revision}, this code needs {HEAD}" in problem["detail"]
+    assert "run `orbit admin migrate`" in problem["detail"]
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = :v"), {"v": HEAD})
+    wait_until(lambda: is_ready(current_server), timeout=10)
+
+
 def start_refused(url: str) -> str:
     """`orbit server` on this database exits 5 (schema not usable) at once; what it said."""
     result = subprocess.run(

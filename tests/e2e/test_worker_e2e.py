@@ -4,14 +4,18 @@ and real worker subprocesses (ORBIT.md §6, seed invariants 3, 6, 7)."""
 from __future__ import annotations
 
 import functools
+import os
 import signal
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
 
-from orbit_sdk import Client
+from orbit_sdk import Client, Worker
 from orbit_store.db import run_transaction
 from orbit_store.pulse.model import QueuePolicy
 from orbit_store.pulse.queues import put_queue
@@ -84,7 +88,9 @@ def test_an_unsafe_handler_killed_mid_run_goes_to_review_and_is_not_rerun_inv7(
         done = client.wait(tenant.namespace, task.id, timeout=30)
         assert done.state == "NEEDS_REVIEW"
         assert [a.outcome for a in done.attempts] == ["LAPSED"]
-        wait_until(lambda: True)  # give the second worker a chance to (wrongly) lease it
+        # The second worker runs a later task of the same queue: it has leased past this one.
+        later = client.submit(tenant.namespace, queue=queue, handler="e2e.echo", params={})
+        assert client.wait(tenant.namespace, later.id, timeout=30).state == "SUCCEEDED"
         assert client.get(tenant.namespace, task.id).state == "NEEDS_REVIEW"
     assert lines(tmp_path, "charge-started") == [task.id], "never run a second time"
     metrics = httpx.get(f"{tenant.server.url}/metrics").text
@@ -112,6 +118,39 @@ def test_sigterm_drains_the_worker_and_loses_nothing(tenant: Tenant, tmp_path: P
         states = [client.wait(tenant.namespace, task_id, timeout=60).state for task_id in ids]
     assert states == ["SUCCEEDED"] * 6
     assert sorted(lines(tmp_path, "slow-started")) == sorted(ids), "each ran exactly once"
+
+
+def test_sigterm_on_the_main_thread_lets_the_handler_in_flight_finish_and_report(
+    tenant: Tenant,
+) -> None:
+    """In-process ``Worker.run()``: the handler itself receives SIGTERM in the middle of its
+    work, so something is in flight when the drain begins."""
+    assert threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM)
+    worker = Worker(
+        tenant.server.url,
+        token=tenant.token,
+        namespace=tenant.namespace,
+        concurrency=1,
+        lease_wait_seconds=1,
+    )
+    steps: list[str] = []
+
+    @worker.handler("drain.me")
+    def drain_me(ctx: Any, params: Any) -> Any:
+        steps.append("began")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)  # still working while the worker stops leasing and drains
+        steps.append("finished")
+        return {"drained": True}
+
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(tenant.namespace, handler="drain.me")
+        worker.run()  # returns after the drain
+        detail = client.get(tenant.namespace, task.id)
+    assert steps == ["began", "finished"]
+    assert detail.state == "SUCCEEDED" and detail.result == {"drained": True}
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_cancelling_a_running_task_reaches_its_handler_and_ends_cancelled(

@@ -62,11 +62,23 @@ def test_running_pod_is_registered_and_a_failed_one_forgotten(
     )
     assert row.deleted_at is None
 
-    unlabelled = run_pod(kube, namespace, "other", pool=None)
-
     kube.patch("v1", "Pod", namespace, "shop-1", {"status": {"phase": "Failed"}}, sub="status")
     wait_for("pod forgotten", lambda: pod_row(engine, uid).deleted_at is not None)
+
+
+def test_an_unlabelled_pod_is_not_registered_until_it_carries_a_pool_label(
+    kube: Kube, engine: sa.Engine, namespace: str
+) -> None:
+    unlabelled = run_pod(kube, namespace, "other", pool=None)
+    # A labelled pod created afterwards is registered: the operator has seen the pods by now.
+    later = run_pod(kube, namespace, "shop-after")
+    wait_for("later pod registered", lambda: pod_row(engine, later))
     assert pod_row(engine, unlabelled) is None
+    # The same pod, once labelled, is registered: it was ignored for its missing label only.
+    kube.patch(
+        "v1", "Pod", namespace, "other", {"metadata": {"labels": {"orbit.dev/pool": "shop"}}}
+    )
+    assert wait_for("labelled pod registered", lambda: pod_row(engine, unlabelled)).pool == "shop"
 
 
 def test_deleted_pod_revokes_its_session_and_its_attempts_lapse_by_safety(

@@ -143,7 +143,7 @@ def test_list_sends_only_the_filters_given() -> None:
     assert dict(faults.requests[0].url.params) == {"state": "WAITING", "page_size": "50"}
 
 
-def test_wait_timeout_is_a_timeout_error_carrying_the_last_state() -> None:
+def test_the_timeout_error_is_a_client_side_timeout_error_naming_the_task() -> None:
     err = _timeout_error("t1", 5, None)
     assert isinstance(err, TimeoutExpired) and isinstance(err, TimeoutError)
     assert isinstance(err, errors.OrbitError) and err.client_side

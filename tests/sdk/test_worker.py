@@ -1,5 +1,6 @@
 """Worker behaviour that needs no server: registration rules, start-up failures, and that a stop
-request or SIGTERM ends ``run()`` even while the server is unreachable."""
+request or SIGTERM ends ``run()`` even while the server is unreachable. Draining handlers in
+flight is tested against the real server (tests/e2e/test_worker_e2e.py)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_a_refused_registration_ends_run_with_the_error() -> None:
     assert w.wait_ready(0)  # waiters are released, not left hanging
 
 
-def test_sigterm_drains_and_returns_when_run_on_the_main_thread() -> None:
+def test_sigterm_ends_run_while_the_server_is_unreachable_and_restores_the_handler() -> None:
     assert threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGTERM)
     w, _ = worker()

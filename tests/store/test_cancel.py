@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from orbit_store.errors import Conflict, NotFound
-from orbit_store.pulse.model import CompletionStatus, Outcome, RenewStatus
+from orbit_store.pulse.model import CompletionStatus, Outcome, RenewStatus, StartRefusal
+from orbit_store.schema import tasks
 
 from .pulse_driver import PulseDriver
 
@@ -86,3 +87,23 @@ def test_cancelling_a_task_of_another_namespace_is_not_found(pulse: PulseDriver)
     with pytest.raises(NotFound):
         Driver(pulse.base_engine).cancel(task.task_id)
     assert pulse.state(task.task_id) == "WAITING"
+
+
+def test_a_start_finding_a_cancel_request_is_refused_and_the_task_cancelled(
+    pulse: PulseDriver,
+) -> None:
+    """The guard in ``start_attempt`` (docs/api.md ``409 cancel-requested``). Today only a
+    RUNNING task is given a cancel request and none goes back to LEASED, so the request is
+    written here directly: a row from another code version, or a future path, meets the guard."""
+    task = pulse.submit()
+    grant = pulse.claim_one()
+    pulse.tx(
+        lambda c: c.execute(
+            tasks.update().where(tasks.c.id == task.task_id).values(cancel_requested=True)
+        )
+    )
+    refused = pulse.start(grant)
+    assert (refused.started, refused.refusal) == (False, StartRefusal.CANCEL_REQUESTED)
+    assert pulse.state(task.task_id) == "CANCELLED"
+    assert pulse.attempts(task.task_id)[0].outcome == "CANCELLED"
+    assert pulse.heartbeat(grant)[0].status is RenewStatus.LOST

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orbit_store.errors import Conflict
+from orbit_store.pulse.model import CompletionStatus, RenewStatus
 
 from .pulse_driver import PulseDriver
 
@@ -131,3 +132,17 @@ def test_claim_fails_a_waiting_task_whose_deadline_passed(pulse: PulseDriver) ->
     assert pulse.claim() == []
     assert pulse.state(task.task_id) == "FAILED"
     assert pulse.task(task.task_id).error["type"] == "deadline_exceeded"
+
+
+def test_pausing_a_queue_does_not_interrupt_its_running_attempts(pulse: PulseDriver) -> None:
+    pulse.queue("reports")
+    task = pulse.submit(queue="reports")
+    grant = pulse.claim_one(queues=["reports"])
+    pulse.start(grant)
+    pulse.queue("reports", paused=True)
+    pulse.advance(25)
+    assert pulse.heartbeat(grant)[0].status is RenewStatus.EXTENDED
+    pulse.advance(25)  # past the first lease: alive by its renewal
+    assert pulse.reap().leases_lapsed == 0
+    assert pulse.succeed(grant, {"ok": True}).status is CompletionStatus.APPLIED
+    assert pulse.state(task.task_id) == "SUCCEEDED"

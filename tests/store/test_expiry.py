@@ -49,20 +49,37 @@ def test_an_unsafe_task_whose_running_lease_lapsed_goes_to_review_not_rerun_inv7
 
 
 def test_the_reaper_never_lapses_a_freshly_renewed_lease_inv3(pulse: PulseDriver) -> None:
-    from orbit_store.pulse.expiry import find_lapsed_attempts, lapse_attempt
+    renewed, idle = pulse.submit(), pulse.submit()
+    grants = {g.task_id: g for g in pulse.claim(limit=2)}
+    for grant in grants.values():
+        pulse.start(grant)
+    pulse.advance(25)  # 5 s left on both 30 s leases
+    assert pulse.heartbeat(grants[renewed.task_id])[0].status is RenewStatus.EXTENDED
+    pulse.advance(10)  # past the original leases, inside the renewed one
+    assert pulse.reap().leases_lapsed == 1, "only the lease nobody renewed lapses"
+    assert pulse.state(renewed.task_id) == "RUNNING"
+    assert pulse.attempts(renewed.task_id)[0].outcome is None
+    assert pulse.attempts(idle.task_id)[0].outcome == "LAPSED"
 
-    pulse.submit()
-    grant = pulse.claim_one()
-    pulse.start(grant)
-    pulse.advance(31)
-    [candidate] = pulse.tx(lambda c: find_lapsed_attempts(c, namespace=pulse.namespace))
-    # The worker renews between the reaper's scan and its decision: renewal is refused (the
-    # lease had lapsed), so the decision stands; renew first instead and the reaper backs off.
-    pulse.skew -= 31
-    pulse.advance(0)
-    assert pulse.heartbeat(grant)[0].status is RenewStatus.EXTENDED
-    assert pulse.tx(lambda c: lapse_attempt(c, candidate)) is None
-    assert pulse.state(grant.task_id) == "RUNNING"
+
+def test_a_lapse_decision_rechecks_the_lease_a_renewal_moved_after_the_scan_inv3(
+    pulse: PulseDriver,
+) -> None:
+    from orbit_store.pulse.expiry import LapsedAttempt, lapse_attempt
+
+    renewed, idle = pulse.submit(), pulse.submit()
+    grants = {g.task_id: g for g in pulse.claim(limit=2)}
+    for grant in grants.values():
+        pulse.start(grant)
+    # What a reaper's scan hands to its decisions; the worker renews before they run.
+    scanned = [LapsedAttempt(pulse.namespace, g.attempt_id, g.task_id) for g in grants.values()]
+    pulse.advance(25)
+    assert pulse.heartbeat(grants[renewed.task_id])[0].status is RenewStatus.EXTENDED
+    pulse.advance(10)  # the decisions run past the old leases, inside the renewed one
+    decisions = {c.task_id: pulse.tx(lambda conn, c=c: lapse_attempt(conn, c)) for c in scanned}
+    assert decisions[renewed.task_id] is None, "the renewal wins over the stale scan"
+    assert decisions[idle.task_id] is not None, "the lease nobody renewed still lapses"
+    assert pulse.state(renewed.task_id) == "RUNNING"
 
 
 def test_a_waiting_task_past_its_deadline_fails(pulse: PulseDriver) -> None:

@@ -116,3 +116,18 @@ def test_renewal_never_extends_past_the_attempt_timeout(pulse: PulseDriver) -> N
     assert renewed.status is RenewStatus.EXTENDED
     pulse.advance(21)  # 46 s after start
     assert pulse.heartbeat(grant)[0].status is RenewStatus.LOST
+
+
+def test_renewal_never_extends_a_lease_past_the_tasks_deadline(pulse: PulseDriver) -> None:
+    task = pulse.submit(deadline_at=pulse.now(seconds=40))
+    deadline = pulse.task(task.task_id).deadline_at
+    grant = pulse.claim_one()
+    pulse.start(grant)
+    pulse.advance(25)  # a 30 s renewal would run to 55 s; the deadline is at 40 s
+    [renewed] = pulse.heartbeat(grant)
+    assert renewed.status is RenewStatus.EXTENDED and renewed.lease_expires_at == deadline
+    pulse.advance(16)
+    [lost] = pulse.heartbeat(grant)
+    assert lost.status is RenewStatus.LOST and lost.lease_expires_at is None
+    assert pulse.reap().leases_lapsed == 1
+    assert pulse.state(task.task_id) == "FAILED", "no retry can run before the deadline"

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, NotFound, StaleControlVersion
 from orbit_store.pulse.gates import create_gate, set_gate
+from orbit_store.pulse.model import CompletionStatus, RenewStatus
 
 from .conftest import rows_read
 from .pulse_driver import PulseDriver
@@ -112,3 +113,18 @@ def test_create_gate_takes_the_owner_and_time(pulse: PulseDriver) -> None:
         )
     )
     assert pulse.set_gate(gate, allowed=False).changed
+
+
+def test_closing_a_gate_does_not_interrupt_its_running_attempts(pulse: PulseDriver) -> None:
+    gate = pulse.gate()
+    task = pulse.submit(gate_id=gate)
+    grant = pulse.claim_one()
+    pulse.start(grant)
+    pulse.set_gate(gate, allowed=False)
+    assert pulse.state(task.task_id) == "RUNNING"
+    pulse.advance(25)
+    assert pulse.heartbeat(grant)[0].status is RenewStatus.EXTENDED
+    pulse.advance(25)  # past the first lease: alive by its renewal
+    assert pulse.reap().leases_lapsed == 0
+    assert pulse.succeed(grant, {"ok": True}).status is CompletionStatus.APPLIED
+    assert pulse.state(task.task_id) == "SUCCEEDED"

@@ -102,3 +102,22 @@ def test_a_task_awaiting_review_is_reviewed_before_it_can_be_retried(pulse: Puls
         pulse.retry(task_id)
     pulse.review(task_id, "failed")
     assert pulse.task(pulse.retry(task_id).task_id).retry_of == task_id
+
+
+def test_a_cancelled_task_may_be_retried_by_hand_inv8(pulse: PulseDriver) -> None:
+    task_id = pulse.submit().task_id
+    pulse.cancel(task_id)
+    assert pulse.state(task_id) == "CANCELLED"
+    successor = pulse.task(pulse.retry(task_id).task_id)
+    assert (successor.retry_of, successor.state) == (task_id, "WAITING")
+    assert pulse.state(task_id) == "CANCELLED"
+
+
+def test_a_succeeded_task_is_never_retried_by_hand_inv8(pulse: PulseDriver) -> None:
+    pulse.submit()
+    grant = pulse.claim_one()
+    pulse.start(grant)
+    pulse.succeed(grant, {"ok": True})
+    with pytest.raises(Conflict, match="SUCCEEDED"):
+        pulse.retry(grant.task_id)
+    assert pulse.state(grant.task_id) == "SUCCEEDED"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import functools
 
-from orbit_store.pulse.sessions import drain_session, renew_session
+import pytest
+
+from orbit_store.errors import Conflict
+from orbit_store.pulse.model import LeaseGrant, RenewStatus, Safety
+from orbit_store.pulse.sessions import close_session, drain_session, renew_session
 
 from .pulse_driver import PulseDriver
 
@@ -62,3 +66,46 @@ def test_cluster_mode_accepts_sessions_only_from_registered_live_pods(pulse: Pul
     assert pulse.tx(lambda c: forget_pod(c, pod.uid, "pod deleted")) == 1
     with pytest.raises(Conflict):
         open_session(pod.uid)
+
+
+def _running(pulse: PulseDriver, session_id: str) -> dict[str, LeaseGrant]:
+    """A safe and an unsafe task, both RUNNING under the given session; by safety."""
+    pulse.submit(safety=Safety.SAFE)
+    pulse.submit(safety=Safety.UNSAFE)
+    grants = pulse.claim(limit=2, session_id=session_id)
+    for grant in grants:
+        pulse.start(grant)
+    return {pulse.task(g.task_id).safety: g for g in grants}
+
+
+def test_re_registering_a_worker_name_ends_its_older_session_and_lapses_its_leases_now(
+    pulse: PulseDriver,
+) -> None:
+    older = pulse.session("worker-1")
+    held = _running(pulse, older.id)
+    newer = pulse.session("worker-1")
+    assert (newer.generation, older.generation) == (2, 1)
+    with pytest.raises(Conflict, match="CLOSED"):
+        pulse.tx(functools.partial(renew_session, namespace=pulse.namespace, session_id=older.id))
+    assert [r.status for r in pulse.heartbeat(*held.values())] == [RenewStatus.LOST] * 2
+    assert pulse.reap().leases_lapsed == 2, "at once: the clock has not moved"
+    assert pulse.state(held["safe"].task_id) == "WAITING"
+    assert pulse.state(held["unsafe"].task_id) == "NEEDS_REVIEW"
+    pulse.advance(60)  # past the retry backoff: the newer session runs the safe task again
+    assert pulse.claim_one(session_id=newer.id).task_id == held["safe"].task_id
+
+
+def test_closing_a_session_lapses_the_leases_it_still_holds_at_once(pulse: PulseDriver) -> None:
+    session = pulse.session("worker-1")
+    held = _running(pulse, session.id)
+    pulse.tx(functools.partial(close_session, namespace=pulse.namespace, session_id=session.id))
+    assert pulse.reap().leases_lapsed == 2, "at once: the clock has not moved"
+    assert pulse.state(held["safe"].task_id) == "WAITING"
+    assert pulse.state(held["unsafe"].task_id) == "NEEDS_REVIEW"
+
+
+def test_renewing_an_ended_session_is_a_conflict_that_renews_nothing(pulse: PulseDriver) -> None:
+    session = pulse.session("worker-1")
+    pulse.tx(functools.partial(close_session, namespace=pulse.namespace, session_id=session.id))
+    with pytest.raises(Conflict, match="register a new one"):
+        pulse.tx(functools.partial(renew_session, namespace=pulse.namespace, session_id=session.id))

@@ -183,3 +183,13 @@ def test_concurrent_identical_submissions_from_many_processes_create_one_task_in
         )
         == 1
     )
+
+
+def test_replaying_a_key_does_not_check_quotas_again_inv6(pulse: PulseDriver) -> None:
+    _quota(pulse, max_waiting=1, submit_rate_per_second=0.001, submit_burst=1)
+    first = pulse.submit(idempotency_key="k")
+    with pytest.raises(QuotaExceeded):
+        pulse.submit(idempotency_key="another")  # both limits are used up now
+    again = pulse.submit(idempotency_key="k")
+    assert again.replayed and again.task_id == first.task_id
+    assert _count(pulse.engine, tasks, pulse.namespace) == 1
