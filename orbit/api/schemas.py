@@ -207,6 +207,11 @@ class Lease(Out):
     task_id: str
     attempt_id: str
     generation: int = Field(..., description="Fencing number: pass it to downstream resources.")
+    epoch: int = Field(
+        0,
+        description="Restore epoch of the grant; (epoch, generation) is the fencing token: "
+        "compare it as a pair, so it keeps increasing across a restore from backup.",
+    )
     token: str = Field(..., description="Secret; present it on start, heartbeat and complete.")
     lease_expires_at: dt.datetime
     namespace: str

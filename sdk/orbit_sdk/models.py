@@ -218,6 +218,9 @@ class Lease(WireModel):
     attempt_id: str
     #: Fencing number: pass it to downstream resources so they can refuse a stale writer.
     generation: int
+    #: Restore epoch of the grant (0 from servers before restore fencing): ``(epoch,
+    #: generation)`` is the fencing token, and keeps increasing across a restore from backup.
+    epoch: int = 0
     #: The attempt's secret; kept out of ``repr`` so it never lands in logs by accident.
     token: str = Field(repr=False)
     lease_expires_at: dt.datetime
