@@ -5,13 +5,11 @@ and the fencing token keeps increasing although the restore repeats generation n
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from orbit_store import fencing
 from orbit_store.db import create_store_engine
@@ -22,36 +20,8 @@ from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("mariadb-dump") is None, reason="needs the mariadb-dump and mariadb clients"
-)
-
-
-def _client_args(url: str) -> list[str]:
-    parsed = make_url(url)
-    args = [f"--host={parsed.host or '127.0.0.1'}", f"--port={parsed.port or 3306}"]
-    args.append(f"--user={parsed.username or 'root'}")
-    if parsed.password:
-        args.append(f"--password={parsed.password}")
-    return [*args, str(parsed.database)]
-
-
-def backup(url: str) -> bytes:
-    """A consistent dump of the whole database, as an operator's nightly backup takes it."""
-    dump = subprocess.run(
-        ["mariadb-dump", "--single-transaction", *_client_args(url)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return dump.stdout
-
-
-def restore(url: str, dump: bytes) -> None:
-    """Read the dump back into the same database (its DROP TABLE / CREATE TABLE / INSERTs)."""
-    subprocess.run(
-        ["mariadb", *_client_args(url)], input=dump, check=True, capture_output=True, timeout=120
-    )
+if TYPE_CHECKING:
+    from conftest import Backups  # tests/conftest.py
 
 
 @pytest.fixture
@@ -63,7 +33,7 @@ def database(migrated_database: Callable[[], str]) -> Iterator[tuple[str, sa.Eng
 
 
 def test_a_worker_holding_a_lease_from_before_a_restore_can_do_nothing_after_the_fence_inv3(
-    database: tuple[str, sa.Engine],
+    database: tuple[str, sa.Engine], backups: Backups
 ) -> None:
     url, engine = database
     pulse = PulseDriver(engine)
@@ -75,7 +45,7 @@ def test_a_worker_holding_a_lease_from_before_a_restore_can_do_nothing_after_the
     charging = pulse.claim_one(queues=["charges"])
     assert pulse.start(charging).started
 
-    dump = backup(url)  # the backup: the charge is RUNNING, the mail WAITING
+    dump = backups.take(url)  # the backup: the charge is RUNNING, the mail WAITING
 
     # The run goes on after the backup: the charge succeeds, the worker leases the mail.
     [renewed] = pulse.heartbeat(charging)
@@ -84,7 +54,7 @@ def test_a_worker_holding_a_lease_from_before_a_restore_can_do_nothing_after_the
     mailing = pulse.claim_one(queues=["mail"])
     assert pulse.start(mailing).started
 
-    restore(url, dump)  # the database is back to the backup: the charge looks RUNNING again
+    backups.restore(url, dump)  # the database is back to the backup: the charge looks RUNNING again
     assert pulse.state(charge.task_id) == "RUNNING"
     assert pulse.state(mail.task_id) == "WAITING"
 
@@ -125,12 +95,12 @@ def test_a_worker_holding_a_lease_from_before_a_restore_can_do_nothing_after_the
 
 
 def test_a_restored_database_fenced_later_outgrows_the_fences_lost_with_the_backup(
-    database: tuple[str, sa.Engine],
+    database: tuple[str, sa.Engine], backups: Backups
 ) -> None:
     url, engine = database
-    dump = backup(url)  # epoch 0
+    dump = backups.take(url)  # epoch 0
     lost = restore_fence(engine, reason="a fence after the backup", actor="oncall").fence
-    restore(url, dump)
+    backups.restore(url, dump)
     assert PulseDriver(engine).tx(fencing.current_epoch) == 0  # the backup forgot that fence
     fence = restore_fence(engine, reason="restored the backup", actor="oncall").fence
     assert fence.epoch > lost.epoch
