@@ -118,6 +118,7 @@ class Attempt(Out):
     error: Any
     late_outcome: str | None
     late_reported_at: dt.datetime | None
+    epoch: int = Field(0, description="Restore epoch of the grant (with generation: the fence).")
 
 
 class TaskEvent(Out):

@@ -94,6 +94,8 @@ class Attempt(WireModel):
     #: A report that arrived after this attempt was superseded: evidence, never applied.
     late_outcome: str | None = None
     late_reported_at: dt.datetime | None = None
+    #: The restore epoch it was granted under (0 from servers before restore fencing).
+    epoch: int = 0
 
 
 class TaskEvent(WireModel):

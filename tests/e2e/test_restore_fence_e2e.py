@@ -198,6 +198,7 @@ def test_after_a_restore_and_restore_fence_a_pre_restore_lease_can_do_nothing_ov
     assert done.state == "SUCCEEDED"
     new = done.attempts[-1]
     assert new.generation == mailing["generation"]  # the restore repeated the generation
+    assert (new.epoch, new.generation) > (mailing["epoch"], mailing["generation"])  # not the token
     audit = httpx.get(
         f"{site.server.url}/v1/audit", params={"namespace": SYSTEM_NAMESPACE}, headers=site.admin
     ).json()["items"]
