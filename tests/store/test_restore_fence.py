@@ -13,6 +13,7 @@ from orbit_store.errors import Conflict, DispatchClosed, InvalidRequest
 from orbit_store.pulse.model import CompletionStatus, RenewStatus, Safety, StartRefusal
 from orbit_store.restore_fence import FenceReport, restore_fence
 from orbit_store.schema import audit_log, worker_sessions
+from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
 
@@ -157,3 +158,16 @@ def test_a_fence_needs_a_reason(own_pulse: PulseDriver) -> None:
     with pytest.raises(InvalidRequest, match="reason is required"):
         _fence(own_pulse, reason="  ")
     assert own_pulse.tx(fencing.fence_state).dispatch_open
+
+
+def test_verify_finds_a_grant_a_fence_left_live_and_a_second_fence_settles_it(
+    own_pulse: PulseDriver,
+) -> None:
+    """A fence interrupted after its epoch bump (before its per-namespace pass) is visible."""
+    own_pulse.submit()
+    grant = own_pulse.claim_one()
+    own_pulse.tx(lambda c: fencing.raise_fence(c, reason="interrupted", actor="oncall"))
+    with own_pulse.engine.connect() as conn:
+        found = verify(conn).checks["live_attempt_before_restore_fence"]
+    assert (found.violations, found.examples) == (1, [grant.task_id])
+    _fence(own_pulse, "fenced again")  # the own_pulse fixture verifies the database afterwards
