@@ -101,10 +101,9 @@ def _current_attempt_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
 def _live_attempt_before_the_fence(conn: sa.Connection, ns: str | None) -> list[str]:
     """Seed §7: after a restore fence no grant of an older epoch stays live (the fence settles
     them; one found here means its run was interrupted or a lease is about to be reaped)."""
+    current = sa.func.coalesce(sa.select(dispatch_fence.c.epoch).scalar_subquery(), 0)
     query = sa.select(task_attempts.c.task_id).where(
-        task_attempts.c.state.in_(LIVE_ATTEMPT),
-        task_attempts.c.epoch
-        < sa.func.coalesce(sa.select(dispatch_fence.c.epoch).scalar_subquery(), 0),
+        task_attempts.c.state.in_(LIVE_ATTEMPT), task_attempts.c.epoch < current
     )
     return _ids(conn, _scoped(query, task_attempts, ns))
 
