@@ -183,7 +183,7 @@ def _grant(
     granted: list[sa.Row[Any]],
     session_id: str | None,
     now: dt.datetime,
-    epoch: int = 0,
+    epoch: int,
 ) -> list[LeaseGrant]:
     attempt_rows, event_rows, results = [], [], []
     attempt_of: dict[str, str] = {}

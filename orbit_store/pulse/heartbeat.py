@@ -84,7 +84,7 @@ def _renew_one(
     row: sa.Row[Any] | None,
     sessions: dict[str, str],
     now: dt.datetime,
-    epoch: int = 0,
+    epoch: int,
 ) -> RenewResult:
     def lost(reason: str) -> RenewResult:
         return RenewResult(item.attempt_id, RenewStatus.LOST, reason=reason)
