@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from orbit.engines.gauges import LOOP as GAUGES_LOOP
 from orbit.engines.gauges import GaugeCache, backlog_gauges
 from orbit.metrics_delivery import delivery_gauges
+from orbit.metrics_fencing import fence_gauges
 from orbit.metrics_workflows import WorkflowMetrics, workflow_gauges
 from orbit_store.db import TRANSACTION_RETRIES
 
@@ -102,7 +103,7 @@ class Metrics:
         )
         self.workflows = WorkflowMetrics(self.registry)
         self.gauges = GaugeCache(
-            engine, gauge_interval, [backlog_gauges, delivery_gauges, workflow_gauges]
+            engine, gauge_interval, [backlog_gauges, delivery_gauges, workflow_gauges, fence_gauges]
         )
         self.registry.register(self.gauges)
         self.registry.register(TransactionRetriesCollector())

@@ -59,3 +59,17 @@ class CommitOutcomeUnknown(StoreError):
 class SchemaOutOfDate(StoreError):
     """The database schema is older than this code (run ``orbit admin migrate``), or newer and
     outside its compatibility window (upgrade Orbit)."""
+
+
+class DispatchClosed(StoreError):
+    """A restore fence closed dispatch: no task is leased until an operator reconciles and runs
+    ``orbit admin restore-fence --reopen`` (docs/operations/recovery.md). Retry later."""
+
+    def __init__(self, epoch: int, reason: str | None) -> None:
+        super().__init__(
+            f"dispatch is closed by a restore fence (epoch {epoch}"
+            + (f": {reason}" if reason else "")
+            + "); nothing is leased until an operator reopens it with "
+            "`orbit admin restore-fence --reopen`"
+        )
+        self.epoch, self.reason = epoch, reason

@@ -13,7 +13,14 @@ from .pulse.bookkeeping import BOOKKEEPING_CHECKS
 from .pulse.bookkeeping import ids as _ids
 from .pulse.bookkeeping import scoped as _scoped
 from .pulse.model import LEGAL_TRANSITIONS, TaskState
-from .schema import schedule_occurrences, schedules, task_attempts, task_events, tasks
+from .schema import (
+    dispatch_fence,
+    schedule_occurrences,
+    schedules,
+    task_attempts,
+    task_events,
+    tasks,
+)
 from .weave.invariants import WORKFLOW_CHECKS
 
 LIVE_ATTEMPT = ("LEASED", "RUNNING")
@@ -89,6 +96,16 @@ def _current_attempt_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
         )
     )
     return _ids(conn, _scoped(query, tasks, ns))
+
+
+def _live_attempt_before_the_fence(conn: sa.Connection, ns: str | None) -> list[str]:
+    """Seed §7: after a restore fence no grant of an older epoch stays live (the fence settles
+    them; one found here means its run was interrupted or a lease is about to be reaped)."""
+    current = sa.func.coalesce(sa.select(dispatch_fence.c.epoch).scalar_subquery(), 0)
+    query = sa.select(task_attempts.c.task_id).where(
+        task_attempts.c.state.in_(LIVE_ATTEMPT), task_attempts.c.epoch < current
+    )
+    return _ids(conn, _scoped(query, task_attempts, ns))
 
 
 def _running_without_start(conn: sa.Connection, ns: str | None) -> list[str]:
@@ -252,6 +269,12 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
         "3",
         "attempts_used differs from the attempts spent (all but released ones)",
         _attempt_count_mismatch,
+    ),
+    "live_attempt_before_restore_fence": (
+        "3",
+        "a live attempt granted before the current restore fence (run `orbit admin "
+        "restore-fence` again if it stays)",
+        _live_attempt_before_the_fence,
     ),
     **WORKFLOW_CHECKS,
 }

@@ -8,6 +8,8 @@ tests at another MariaDB/MySQL server.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,3 +109,43 @@ def any_empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
         yield url
     finally:
         _drop_database(url)
+
+
+class Backups:
+    """Real backups: `mariadb-dump --single-transaction` of a whole database, read back with the
+    `mariadb` client (its DROP TABLE / CREATE TABLE / INSERT statements), as an operator would."""
+
+    @staticmethod
+    def _client_args(url: str) -> list[str]:
+        parsed = make_url(url)
+        args = [f"--host={parsed.host or '127.0.0.1'}", f"--port={parsed.port or 3306}"]
+        args.append(f"--user={parsed.username or 'root'}")
+        if parsed.password:
+            args.append(f"--password={parsed.password}")
+        return [*args, str(parsed.database)]
+
+    def take(self, url: str) -> bytes:
+        dump = subprocess.run(
+            ["mariadb-dump", "--single-transaction", *self._client_args(url)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return dump.stdout
+
+    def restore(self, url: str, dump: bytes) -> None:
+        subprocess.run(
+            ["mariadb", *self._client_args(url)],
+            input=dump,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture
+def backups() -> Backups:
+    """Take and restore real dumps (skipped where the MariaDB client tools are missing)."""
+    if shutil.which("mariadb-dump") is None or shutil.which("mariadb") is None:
+        pytest.skip("needs the mariadb-dump and mariadb client tools")
+    return Backups()

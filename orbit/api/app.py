@@ -28,6 +28,7 @@ from . import (
     body_limit,
     limits,
     problems,
+    routes_admin,
     routes_audit,
     routes_health,
     routes_identity,
@@ -130,5 +131,6 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.include_router(routes_health.router)
     app.include_router(routes_subscriptions.router)
     app.include_router(routes_audit.router)
+    app.include_router(routes_admin.router)
     app.include_router(routes_identity.router)
     return app

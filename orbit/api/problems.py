@@ -34,6 +34,8 @@ TITLES = {
     "invalid-attempt-token": "The attempt token is wrong",
     "cancel-requested": "The task was cancelled before it started",
     "gate-closed": "The task's execution gate is closed",
+    "restore-fenced": "The attempt was granted before a restore fence",
+    "dispatch-closed": "Dispatch is closed by a restore fence; retry after it reopens",
     "unavailable": "Temporarily unavailable; retry",
     "internal": "Internal error",
 }
@@ -62,6 +64,7 @@ def problem(
 
 _STORE_ERRORS: list[tuple[type[Exception], int, str]] = [
     (store.IdempotencyConflict, 409, "idempotency-conflict"),
+    (store.DispatchClosed, 503, "dispatch-closed"),
     (store.NotFound, 404, "not-found"),
     (store.Conflict, 409, "conflict"),
     (store.InvalidRequest, 422, "validation"),

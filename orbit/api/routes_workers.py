@@ -48,6 +48,7 @@ _START_REFUSALS = {
     StartRefusal.LEASE_EXPIRED: (409, "lease-lost"),
     StartRefusal.GATE_CLOSED: (409, "gate-closed"),
     StartRefusal.CANCEL_REQUESTED: (409, "cancel-requested"),
+    StartRefusal.RESTORE_FENCED: (409, "restore-fenced"),
 }
 
 
@@ -321,6 +322,13 @@ def complete(
         raise ApiProblem(404, "not-found", f"attempt {attempt_id} not found in {namespace!r}")
     if result.status is CompletionStatus.REFUSED:
         raise ApiProblem(403, "invalid-attempt-token", result.reason)
+    if result.status is CompletionStatus.FENCED:
+        raise ApiProblem(
+            409,
+            "restore-fenced",
+            f"attempt {attempt_id} was granted before a restore fence; the report is kept as "
+            "evidence for the reconciliation, not applied",
+        )
     if result.status is CompletionStatus.SUPERSEDED:
         raise ApiProblem(
             409,

@@ -118,6 +118,7 @@ class Attempt(Out):
     error: Any
     late_outcome: str | None
     late_reported_at: dt.datetime | None
+    epoch: int = Field(0, description="Restore epoch of the grant (with generation: the fence).")
 
 
 class TaskEvent(Out):
@@ -207,6 +208,11 @@ class Lease(Out):
     task_id: str
     attempt_id: str
     generation: int = Field(..., description="Fencing number: pass it to downstream resources.")
+    epoch: int = Field(
+        0,
+        description="Restore epoch of the grant; (epoch, generation) is the fencing token: "
+        "compare it as a pair, so it keeps increasing across a restore from backup.",
+    )
     token: str = Field(..., description="Secret; present it on start, heartbeat and complete.")
     lease_expires_at: dt.datetime
     namespace: str

@@ -1,4 +1,5 @@
-"""`orbit admin …`: schema migrations, database grants, verify, tokens, audit, retention."""
+"""`orbit admin …`: schema migrations, database grants, verify, tokens, audit, retention, restore
+fencing."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from . import audit, retention, tokens
+from . import audit, restore_fence, retention, tokens
 from .exits import ExitCode
 from .options import DatabaseUrl, store_engine
 
@@ -16,6 +17,7 @@ app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
 app.add_typer(tokens.app, name="token")
 app.add_typer(audit.app, name="audit")
 app.add_typer(retention.app, name="retention")
+app.command("restore-fence")(restore_fence.restore_fence)
 
 
 def _out(text: str) -> None:

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
+from orbit_store.fencing import dispatch_epoch
 from orbit_store.ids import new_id, new_secret
 from orbit_store.schema import queues, task_attempts, task_events, tasks, worker_sessions
 
@@ -63,6 +64,7 @@ def claim_tasks(
     the worker session can run; ``queues_=None`` means the queues the session registered for."""
     if not 1 <= limit <= MAX_CLAIM_BATCH:
         raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIM_BATCH}")
+    epoch = dispatch_epoch(conn)  # restore fence: refused while closed (orbit_store/fencing.py)
     claimant = Claimant(queues_ or [], None)
     if worker_session_id is not None:
         claimant = require_active_session(conn, namespace, worker_session_id, queues_)
@@ -87,7 +89,7 @@ def claim_tasks(
     ]
     if not granted:
         return []
-    return _grant(conn, granted, worker_session_id, now)
+    return _grant(conn, granted, worker_session_id, now, epoch)
 
 
 def require_active_session(
@@ -181,6 +183,7 @@ def _grant(
     granted: list[sa.Row[Any]],
     session_id: str | None,
     now: dt.datetime,
+    epoch: int,
 ) -> list[LeaseGrant]:
     attempt_rows, event_rows, results = [], [], []
     attempt_of: dict[str, str] = {}
@@ -195,6 +198,7 @@ def _grant(
                 "task_id": task.id,
                 "namespace": task.namespace,
                 "generation": generation,
+                "epoch": epoch,  # restore fence
                 "worker_session_id": session_id,
                 "token_hash": hash_token(token),
                 "state": AttemptState.LEASED.value,
@@ -221,6 +225,7 @@ def _grant(
                 task_id=task.id,
                 attempt_id=attempt_id,
                 generation=generation,
+                epoch=epoch,  # restore fence
                 token=token,
                 lease_expires_at=expires,
                 namespace=task.namespace,

@@ -14,7 +14,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.clock import db_now
 from orbit_store.errors import InvalidRequest
+from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
 
 from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
@@ -59,6 +61,9 @@ def complete_attempt(
         return CompletionResult(CompletionStatus.NOT_FOUND, None, "no such attempt here")
     if not token_matches(token, found.token_hash):
         return CompletionResult(CompletionStatus.REFUSED, None, "wrong attempt token")
+    if is_fenced(conn, found.epoch):  # restore fence (orbit_store/fencing.py): evidence only
+        _keep_as_evidence(conn, attempt_id, outcome, result, error, db_now(conn))
+        return CompletionResult(CompletionStatus.FENCED, None, "granted before a restore fence")
     gate_open = gate_is_open(conn, found.gate_id)  # a retry may put the task back on a path
     task, now = lock_task_now(conn, namespace, found.task_id)
     assert task is not None

@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.fencing import current_epoch
 from orbit_store.schema import task_attempts, tasks, worker_sessions
 
 from .attempts import LIVE_ATTEMPT_STATES, token_matches
@@ -41,6 +42,7 @@ def renew_leases(
                 task_attempts.c.lease_expires_at,
                 task_attempts.c.started_at,
                 task_attempts.c.worker_session_id,
+                task_attempts.c.epoch,
                 tasks.c.lease_seconds,
                 tasks.c.attempt_timeout_seconds,
                 tasks.c.deadline_at,
@@ -56,7 +58,10 @@ def renew_leases(
     }
     sessions = _lock_sessions(conn, namespace, {r.worker_session_id for r in rows.values()})
     now = db_now(conn)
-    return [_renew_one(conn, item, rows.get(item.attempt_id), sessions, now) for item in items]
+    epoch = current_epoch(conn)  # restore fence (orbit_store/fencing.py)
+    return [
+        _renew_one(conn, item, rows.get(item.attempt_id), sessions, now, epoch) for item in items
+    ]
 
 
 def _lock_sessions(conn: sa.Connection, namespace: str, ids: set[str | None]) -> dict[str, str]:
@@ -79,12 +84,15 @@ def _renew_one(
     row: sa.Row[Any] | None,
     sessions: dict[str, str],
     now: dt.datetime,
+    epoch: int,
 ) -> RenewResult:
     def lost(reason: str) -> RenewResult:
         return RenewResult(item.attempt_id, RenewStatus.LOST, reason=reason)
 
     if row is None or not token_matches(item.token, row.token_hash):
         return lost("unknown attempt or wrong token")
+    if row.epoch < epoch:  # restore fence (orbit_store/fencing.py)
+        return lost(f"granted before a restore fence (epoch {row.epoch} < {epoch})")
     if row.state not in LIVE_ATTEMPT_STATES or row.current_attempt_id != item.attempt_id:
         return lost("attempt is no longer current")
     session_state = sessions.get(row.worker_session_id) if row.worker_session_id else None

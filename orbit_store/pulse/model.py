@@ -157,6 +157,8 @@ class LeaseGrant:
     deadline_at: dt.datetime | None
     available_at: dt.datetime | None = None  # when it became due: dispatch latency starts here
     leased_at: dt.datetime | None = None
+    #: The restore epoch of the grant: (epoch, generation) is the fencing token (fencing.py).
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,7 @@ class StartRefusal(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
     GATE_CLOSED = "gate_closed"
     CANCEL_REQUESTED = "cancel_requested"
+    RESTORE_FENCED = "restore_fenced"  # granted before a restore fence (orbit_store/fencing.py)
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ class CompletionStatus(enum.StrEnum):
     SUPERSEDED = "superseded"  # stale attempt: kept as evidence, changed nothing else
     REFUSED = "refused"  # wrong token
     NOT_FOUND = "not_found"  # no such attempt in this namespace
+    FENCED = "fenced"  # granted before a restore fence: kept as evidence only (fencing.py)
 
 
 @dataclass(frozen=True)

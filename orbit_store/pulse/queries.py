@@ -62,6 +62,7 @@ class AttemptView:
     error: Any
     late_outcome: str | None
     late_reported_at: dt.datetime | None
+    epoch: int = 0  # the restore epoch it was granted under (orbit_store/fencing.py)
 
 
 @dataclass(frozen=True)

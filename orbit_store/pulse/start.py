@@ -14,6 +14,7 @@ import datetime as dt
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
 
 from .attempts import find_attempt, finish_attempt, token_matches
@@ -41,6 +42,8 @@ def start_attempt(
         return StartResult(False, StartRefusal.NOT_FOUND)
     if not token_matches(token, found.token_hash):
         return StartResult(False, StartRefusal.INVALID_TOKEN)
+    if is_fenced(conn, found.epoch):  # restore fence (orbit_store/fencing.py)
+        return StartResult(False, StartRefusal.RESTORE_FENCED)
     session_live = session_is_live(conn, namespace, found.worker_session_id)
     gate_open = gate_is_open(conn, found.gate_id)
     task = lock_task(conn, namespace, found.task_id)

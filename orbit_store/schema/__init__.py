@@ -9,6 +9,7 @@ from .audit import audit_log
 from .base import metadata
 from .compatibility import schema_compatibility
 from .delivery import event_deliveries, result_events, subscriptions
+from .fencing import dispatch_fence, restore_fences
 from .pulse import (
     concurrency_keys,
     concurrency_permits,
@@ -38,12 +39,14 @@ __all__ = [
     "concurrency_keys",
     "concurrency_permits",
     "credentials",
+    "dispatch_fence",
     "event_deliveries",
     "execution_gates",
     "metadata",
     "namespaces",
     "queues",
     "quotas",
+    "restore_fences",
     "result_events",
     "schedule_occurrences",
     "schedules",

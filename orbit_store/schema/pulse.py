@@ -156,6 +156,10 @@ task_attempts = sa.Table(
     namespace_column(),
     # Fencing number: strictly increasing per task, handed to handlers for resource-side checks.
     sa.Column("generation", sa.Integer(), nullable=False),
+    # The restore epoch it was granted under (dispatch_fence): after a restore fence, attempts of
+    # an older epoch can neither start, renew nor complete. (epoch, generation) is the fencing
+    # token handed to handlers: it keeps increasing even when a restore repeats generations.
+    sa.Column("epoch", sa.BigInteger(), nullable=False, server_default="0"),
     ref_column("worker_session_id", sa.ForeignKey("worker_sessions.id"), nullable=True),
     # sha256 of the secret lease token; kept apart from the (guessable) generation (seed §3).
     sa.Column("token_hash", sa.String(64), nullable=False),

@@ -20,7 +20,7 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
 from ._transport import Call
 from .context import TaskContext
-from .errors import OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
+from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
 from .models import CompletionResponse, StartResponse
 
 log = logging.getLogger("orbit_sdk.worker")
@@ -158,6 +158,9 @@ class AttemptRunner:
                 done = CompletionResponse.model_validate(self.send(call).json())
             except StaleAttempt as exc:
                 log.warning("task %s: superseded: %s", ctx.task_id, exc, extra=_x(ctx))
+                return
+            except FencedByRestore as exc:  # kept as evidence for the operator's reconciliation
+                log.warning("task %s: fenced by restore: %s", ctx.task_id, exc, extra=_x(ctx))
                 return
             except (ValidationFailed, PayloadTooLarge) as exc:  # e.g. a result over the limit
                 if fell_back or report.outcome == "released":

@@ -27,6 +27,8 @@ class TaskContext:
         #: Fencing number: strictly increases with each attempt of a task. Pass it to downstream
         #: systems that can reject writes from an older generation.
         self.generation = lease.generation
+        #: The restore epoch the attempt was granted under (see ``fencing_token``).
+        self.epoch = lease.epoch
         self.namespace = lease.namespace
         self.queue = lease.queue
         self.handler = lease.handler
@@ -47,6 +49,14 @@ class TaskContext:
             f"TaskContext(task_id={self.task_id!r}, attempt_id={self.attempt_id!r}, "
             f"generation={self.generation}, handler={self.handler!r})"
         )
+
+    @property
+    def fencing_token(self) -> tuple[int, int]:
+        """``(epoch, generation)``: compare it as a pair (tuples compare that way). A restore
+        of Orbit's database from a backup repeats generations; the restore fence bumps the
+        epoch, so this token keeps increasing where the generation alone would not. Downstream
+        systems that fence writers should store and compare the pair, keyed by ``task_id``."""
+        return (self.epoch, self.generation)
 
     @property
     def cancel_requested(self) -> bool:

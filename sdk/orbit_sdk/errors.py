@@ -120,6 +120,13 @@ class GateClosed(Conflict):
     slug = "gate-closed"
 
 
+class FencedByRestore(Conflict):
+    """The attempt was granted before a restore fence (Orbit's database was restored from a
+    backup): it may not start, renew or complete; a report is kept as evidence only."""
+
+    slug = "restore-fenced"
+
+
 class InvalidAttemptToken(Forbidden):
     slug = "invalid-attempt-token"
 
@@ -128,6 +135,13 @@ class Unavailable(OrbitError):
     """The server (or its database) cannot answer now; the same request may succeed later."""
 
     slug, default_status = "unavailable", 503
+
+
+class DispatchClosed(Unavailable):
+    """A restore fence closed dispatch: nothing is leased until an operator reopens it. Workers
+    wait and ask again."""
+
+    slug = "dispatch-closed"
 
 
 class ServerUnreachable(Unavailable):
@@ -164,7 +178,9 @@ PROBLEM_CLASSES: dict[str, type[OrbitError]] = {
         InvalidAttemptToken,
         CancelRequested,
         GateClosed,
+        FencedByRestore,
         Unavailable,
+        DispatchClosed,
     )
     if cls.slug is not None
 }

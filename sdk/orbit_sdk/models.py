@@ -94,6 +94,8 @@ class Attempt(WireModel):
     #: A report that arrived after this attempt was superseded: evidence, never applied.
     late_outcome: str | None = None
     late_reported_at: dt.datetime | None = None
+    #: The restore epoch it was granted under (0 from servers before restore fencing).
+    epoch: int = 0
 
 
 class TaskEvent(WireModel):
@@ -218,6 +220,9 @@ class Lease(WireModel):
     attempt_id: str
     #: Fencing number: pass it to downstream resources so they can refuse a stale writer.
     generation: int
+    #: Restore epoch of the grant (0 from servers before restore fencing): ``(epoch,
+    #: generation)`` is the fencing token, and keeps increasing across a restore from backup.
+    epoch: int = 0
     #: The attempt's secret; kept out of ``repr`` so it never lands in logs by accident.
     token: str = Field(repr=False)
     lease_expires_at: dt.datetime

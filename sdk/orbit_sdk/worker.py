@@ -37,7 +37,7 @@ from ._outcome import Handler
 from ._transport import Call, RetryPolicy, SyncTransport
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
-from .errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
+from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
 from .models import Identity, Lease, LeaseBatch, Session
 
 log = logging.getLogger("orbit_sdk.worker")
@@ -391,6 +391,10 @@ class Worker:
             except (Unauthorized, Forbidden, ValidationFailed) as exc:
                 self._fatal(exc)
                 return
+            except DispatchClosed as exc:  # a restore fence: wait for the operator's reopen
+                log.warning("worker %s: %s; waiting", self.name, exc.problem.detail or exc)
+                backoff.sleep(self._stopping)
+                continue
             except Exception as exc:
                 log.warning("worker %s: leasing failed: %s", self.name, exc)
                 backoff.sleep(self._stopping)

@@ -34,6 +34,8 @@ SERVER_METRICS: dict[str, tuple[str, ...]] = {
     "orbit_delivery_backlog": ("namespace", "subscription"),
     "orbit_delivery_oldest_age_seconds": ("namespace", "subscription"),
     "orbit_deliveries_parked": ("namespace", "subscription"),
+    "orbit_dispatch_fenced": (),
+    "orbit_restore_epoch": (),
     "orbit_gauges_refreshed_timestamp_seconds": (),
 }
 

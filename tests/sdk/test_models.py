@@ -13,6 +13,7 @@ from orbit_sdk import (
     Problem,
     Session,
     Task,
+    TaskContext,
     TaskDetail,
     TaskPage,
 )
@@ -116,3 +117,14 @@ def test_problem_keeps_extension_members() -> None:
         }
     )
     assert problem.model_extra == {"quota": "waiting-tasks", "limit": 1000}
+
+
+def test_the_fencing_token_is_the_restore_epoch_and_the_generation() -> None:
+    ctx = TaskContext(Lease.model_validate({**LEASE, "epoch": 1_796_000_000_000_000}))
+    assert ctx.fencing_token == (1_796_000_000_000_000, 3)
+    # A grant after a restore repeats generation 3 under a larger epoch: a larger token.
+    assert ctx.fencing_token > (1_795_000_000_000_000, 9)
+
+
+def test_a_lease_from_a_server_without_restore_fencing_has_epoch_zero() -> None:
+    assert TaskContext(Lease.model_validate(LEASE)).fencing_token == (0, 3)

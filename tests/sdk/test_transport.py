@@ -34,7 +34,9 @@ LEASE = Call("POST", "/v1/worker-sessions/s1/lease", json={"max_tasks": 1}, idem
         (403, "invalid-attempt-token", errors.InvalidAttemptToken),
         (409, "cancel-requested", errors.CancelRequested),
         (409, "gate-closed", errors.GateClosed),
+        (409, "restore-fenced", errors.FencedByRestore),
         (503, "unavailable", errors.Unavailable),
+        (503, "dispatch-closed", errors.DispatchClosed),
     ],
 )
 def test_problem_json_maps_to_its_typed_error(

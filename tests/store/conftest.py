@@ -46,6 +46,32 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
     assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}
 
 
+@pytest.fixture(params=["mariadb", "sqlite"])
+def isolated_engine(
+    request: pytest.FixtureRequest, migrated_database: Callable[[], str], tmp_path: Path
+) -> Iterator[sa.Engine]:
+    """A database of this test's own (for what affects a whole database: a restore fence)."""
+    if request.param == "sqlite" and request.node.get_closest_marker("mariadb_only"):
+        pytest.skip("needs MariaDB semantics")
+    if request.param == "mariadb":
+        engine = create_store_engine(migrated_database())
+    else:
+        engine = create_store_engine(f"sqlite:///{tmp_path / 'own.db'}")
+        migrate.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def isolated_pulse(isolated_engine: sa.Engine) -> Iterator[PulseDriver]:
+    """A Pulse driver on a database of its own; afterwards the database must pass `verify`."""
+    driver = PulseDriver(isolated_engine)
+    yield driver
+    with isolated_engine.connect() as conn:
+        report = verify(conn)
+    assert report.clean, {k: v for k, v in report.as_dict()["checks"].items() if v["violations"]}
+
+
 @pytest.fixture
 def delivery(pulse: PulseDriver) -> DeliveryDriver:
     """Result delivery on the same namespace and clock as ``pulse``."""
