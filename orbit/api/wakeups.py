@@ -2,15 +2,17 @@
 
 A waiting lease request registers what it can take (its session's queues and handlers). A
 submission of a READY task wakes as many matching waiters as tasks it made READY — the ones
-that have waited longest — not every waiter of the namespace. Other replicas' submissions, and
-tasks made READY by other paths (a retry falling due, a permit or gate released), are found by
-the waiters' periodic read-only probe (``orbit_store.pulse.probe``).
+that have waited longest — not every waiter of the namespace. Work made ready anywhere else
+(another server process or replica, the scheduler, Weave, a retry falling due, a permit or gate
+released) is found by the process's shared probe (ready_watch.py), which wakes waiters through
+:meth:`Wakeups.wake_kinds`; each waiter's own poll (``orbit_store.pulse.probe``) is the fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -57,3 +59,24 @@ class Wakeups:
             if not waiter.future.done() and waiter.wants(queue, handler):
                 waiter.future.set_result(None)
                 count -= 1
+
+    def waiting_queues(self) -> dict[str, set[str]]:
+        """Namespace -> the union of the queues its waiting requests serve (event loop only)."""
+        waiting: dict[str, set[str]] = {}
+        for namespace, waiters in self._waiters.items():
+            for waiter in waiters:
+                if not waiter.future.done():
+                    waiting.setdefault(namespace, set()).update(waiter.queues)
+        return waiting
+
+    def wake_kinds(self, namespace: str, kinds: Iterable[tuple[str, str]]) -> int:
+        """Wake every waiter of ``namespace`` that can run one of ``kinds`` ((queue, handler)
+        pairs that became claimable, seen by the shared probe); returns how many (event loop
+        only). All of them, not one per task: the probe does not count tasks."""
+        kinds = list(kinds)
+        woken = 0
+        for waiter in list(self._waiters.get(namespace, {})):
+            if not waiter.future.done() and any(waiter.wants(q, h) for q, h in kinds):
+                waiter.future.set_result(None)
+                woken += 1
+        return woken
