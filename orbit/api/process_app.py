@@ -32,5 +32,7 @@ def settings_for_processes(settings: ServerSettings) -> str:
 def http_app() -> FastAPI:
     configure_logging(os.environ.get("ORBIT_LOG_LEVEL", "INFO"))
     settings = ServerSettings(**json.loads(os.environ[SETTINGS_ENV]))
-    engine = open_engine(settings.database_url, warn_durability=False)
+    engine = open_engine(
+        settings.database_url, warn_durability=False, pool_size=settings.db_pool_size
+    )
     return create_app(engine, settings)

@@ -37,3 +37,6 @@ class ServerSettings:
     webhook_secrets_dir: str | None = None
     #: Largest params of a submission, or result + error of a completion (api/limits.py).
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    #: Warm database connections per HTTP process (as many again may overflow); None: the
+    #: store's default (orbit_store.db: 20 + 20).
+    db_pool_size: int | None = None

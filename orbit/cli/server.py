@@ -78,6 +78,15 @@ def server(
             "backoff); 0 turns the probe off.",
         ),
     ] = 0.075,
+    db_pool_size: Annotated[
+        int,
+        typer.Option(
+            envvar="ORBIT_DB_POOL_SIZE",
+            min=1,
+            help="Warm database connections per HTTP process; as many again may open under "
+            "load. Keep processes x replicas x 2 x this below MySQL's max_connections.",
+        ),
+    ] = 20,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     from orbit.api.settings import ServerSettings
@@ -98,6 +107,7 @@ def server(
         max_payload_bytes=max_payload_bytes,
         lease_poll_interval=lease_poll_interval,
         wake_probe_interval=wake_probe_interval,
+        db_pool_size=db_pool_size,
     )
     if processes > 1:
         from .server_processes import serve_processes
@@ -108,7 +118,7 @@ def server(
 
     from orbit.api.app import create_app
 
-    engine = store_engine(database_url, warn_durability=True)
+    engine = store_engine(database_url, warn_durability=True, pool_size=db_pool_size)
     config = uvicorn.Config(
         create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
     )

@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # imported late: orbit.api.context loads prometheus_client
 
 log = logging.getLogger("orbit.server")
 
+#: Warm connections of the supervising process (as many again may overflow): seven loops, each
+#: one transaction at a time, the Weave loops up to ``weave_workers`` threads each.
+ENGINE_POOL_SIZE = 10
+
 
 def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket) -> None:
     # Before anything imports prometheus_client: the mode is chosen at its import.
@@ -39,7 +43,8 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from orbit.api.wakeups import Wakeups
     from orbit.metrics import Metrics
 
-    engine = store_engine(settings.database_url, warn_durability=True)
+    # The engine loops need few connections: a small pool, not an HTTP process's.
+    engine = store_engine(settings.database_url, warn_durability=True, pool_size=ENGINE_POOL_SIZE)
     os.environ[SETTINGS_ENV] = settings_for_processes(settings)
     os.environ["ORBIT_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().level)
     config = uvicorn.Config(
