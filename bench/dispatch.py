@@ -93,7 +93,12 @@ class Poller(threading.Thread):
         self.http = httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
-        body = {"namespace": namespace, "worker_name": f"bench-{uuid.uuid4().hex[:8]}"}
+        # The longest session TTL: the bench sends no heartbeats, and a case may last minutes.
+        body = {
+            "namespace": namespace,
+            "worker_name": f"bench-{uuid.uuid4().hex[:8]}",
+            "ttl_seconds": 3600,
+        }
         self.session = self.http.post("/v1/worker-sessions", json=body).json()["id"]
         self.done, self.waiting = done, threading.Event()
         self.leased: dict[str, float] = {}  # task id -> monotonic time its lease call returned
