@@ -4,13 +4,13 @@ The in-process wake-ups (wakeups.py) only hear about submissions made to *this* 
 also becomes ready elsewhere: a submission to another server process or replica, a schedule
 firing, Weave making a step's task READY, a retry's backoff or a delay ending, a permit or gate
 released. While lease requests wait here, this watch asks the database every ``interval``
-(~75 ms) — once per namespace with waiters, for the union of their queues, whatever the number
-of waiters — which (queue, handler) kinds a claim could take now
-(``orbit_store.pulse.readiness``). When a kind appears that was not there at the previous probe,
-every waiter that can run it is woken and claims (SKIP LOCKED: one gets each task, the others
-find nothing and wait again).
+(~75 ms) — once per namespace with waiters, whatever their number — which of the waiters' wants
+((queue, handler) pairs they can run) a claim could serve now (``orbit_store.pulse.readiness``:
+one EXISTS per want, so the cost does not grow with the backlog). When a want becomes served
+that was not at the previous probe, every waiter with that want is woken and claims (SKIP
+LOCKED: one gets each task, the others find nothing and wait again).
 
-Edge-triggered on purpose: a kind that stays present (its tasks are READY but a claim still
+Edge-triggered on purpose: a want that stays served (its tasks are READY but a claim still
 cannot take them, e.g. a placement rule no waiting worker meets) wakes nobody again, so the
 watch never turns into a claim loop; each waiter's own poll (``lease_poll_interval``) remains
 the fallback for such cases. With no waiter the watch runs no query at all.
@@ -25,7 +25,7 @@ from collections.abc import Callable
 import anyio
 import sqlalchemy as sa
 
-from orbit_store.pulse.readiness import Kind, readiness
+from orbit_store.pulse.readiness import Want, readiness
 
 from .wakeups import Wakeups
 
@@ -46,7 +46,7 @@ class ReadyWatch:
     ) -> None:
         self.engine, self.wakeups, self.interval = engine, wakeups, interval
         self.on_error = on_error
-        self._seen: dict[str, frozenset[Kind]] = {}  # namespace -> kinds at the last probe
+        self._seen: dict[str, frozenset[Want]] = {}  # namespace -> served at the last probe
         self.probes = 0  # probes run (each a few index reads), for tests and the bench
 
     async def run(self) -> None:
@@ -63,20 +63,20 @@ class ReadyWatch:
 
     async def probe_once(self) -> int:
         """Probe every namespace with waiters; returns how many waiters were woken."""
-        waiting = self.wakeups.waiting_queues()
+        waiting = self.wakeups.waiting_wants()
         for namespace in list(self._seen):
             if namespace not in waiting:  # nobody waits there any more: forget what was seen
                 del self._seen[namespace]
         woken = 0
-        for namespace, queue_names in waiting.items():
-            seen = await anyio.to_thread.run_sync(self._read, namespace, sorted(queue_names))
+        for namespace, wants in waiting.items():
+            served = await anyio.to_thread.run_sync(self._read, namespace, wants)
             self.probes += 1
-            appeared = seen - self._seen.get(namespace, frozenset())
-            self._seen[namespace] = seen
-            if appeared:
-                woken += self.wakeups.wake_kinds(namespace, appeared)
+            newly = served - self._seen.get(namespace, frozenset())
+            self._seen[namespace] = served
+            if newly:
+                woken += self.wakeups.wake_wants(namespace, newly)
         return woken
 
-    def _read(self, namespace: str, queue_names: list[str]) -> frozenset[Kind]:
+    def _read(self, namespace: str, wants: set[Want]) -> frozenset[Want]:
         with self.engine.connect() as conn:
-            return readiness(conn, namespace, queue_names).kinds
+            return readiness(conn, namespace, wants).satisfied

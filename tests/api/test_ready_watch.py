@@ -19,7 +19,9 @@ import sqlalchemy as sa
 from orbit.api.ready_watch import ReadyWatch
 from orbit.api.wakeups import Wakeups
 from orbit_store.pulse import service
+from orbit_store.pulse.readiness import readiness
 from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.schema import tasks
 
 T = TypeVar("T")
 
@@ -121,3 +123,32 @@ def test_no_waiting_request_means_no_query(mariadb_engine: sa.Engine, namespace:
         return watch.probes
 
     assert run(scenario, mariadb_engine) == 0
+
+
+def copies_of(engine: sa.Engine, task_id: str, namespace: str, count: int) -> None:
+    """``count`` READY copies of a task (MariaDB's sequence engine: one INSERT … SELECT)."""
+    with engine.begin() as conn:
+        columns = [c.name for c in tasks.columns]
+        picked = [f"CONCAT('{namespace}-', seq)" if c == "id" else c for c in columns]
+        statement = (
+            f"INSERT INTO tasks ({', '.join(columns)}) SELECT {', '.join(picked)} "
+            f"FROM tasks, seq_1_to_{count} WHERE tasks.id = :task_id"
+        )
+        conn.execute(sa.text(statement), {"task_id": task_id})
+
+
+def test_a_backlog_nobody_waiting_can_run_costs_the_probe_nothing(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    """Idle workers for handler h beside 2,000 READY tasks of handler x (no worker runs it): the
+    probe reads a few index entries, not the backlog (rows counted by MariaDB, not timed)."""
+    copies_of(mariadb_engine, submit_elsewhere(mariadb_engine, namespace, "x"), namespace, 2000)
+    with mariadb_engine.connect() as conn:
+        conn.exec_driver_sql("FLUSH STATUS")
+        served = readiness(conn, namespace, {("default", "h")})
+        reads = {
+            name: int(value)
+            for name, value in conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+        }
+    assert served.satisfied == frozenset()
+    assert reads["Handler_read_next"] + reads["Handler_read_rnd_next"] < 50, reads
