@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
+import signal
+import threading
+import time
 
 from fastapi import FastAPI
 
@@ -20,6 +24,8 @@ from .app import create_app
 from .context import ServerSettings
 
 SETTINGS_ENV = "ORBIT_SERVER_PROCESS_SETTINGS"
+
+log = logging.getLogger("orbit.server")
 
 
 def settings_for_processes(settings: ServerSettings) -> str:
@@ -32,7 +38,19 @@ def settings_for_processes(settings: ServerSettings) -> str:
 def http_app() -> FastAPI:
     configure_logging(os.environ.get("ORBIT_LOG_LEVEL", "INFO"))
     settings = ServerSettings(**json.loads(os.environ[SETTINGS_ENV]))
+    threading.Thread(
+        target=_stop_with, args=(os.getppid(),), name="orbit-parent-watch", daemon=True
+    ).start()
     engine = open_engine(
         settings.database_url, warn_durability=False, pool_size=settings.db_pool_size
     )
     return create_app(engine, settings)
+
+
+def _stop_with(supervisor: int) -> None:
+    """Stop (gracefully, as on SIGTERM) when the supervising process is gone — killed without
+    the chance to stop its HTTP processes — rather than serve on without the engine loops."""
+    while os.getppid() == supervisor:
+        time.sleep(1.0)
+    log.warning("the supervising process is gone: stopping", extra={"supervisor": supervisor})
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -179,3 +179,25 @@ def test_the_engine_loops_run_once_per_pod_and_the_gauge_loop_per_process(pod: S
     assert started.count("reaper") == 1
     assert started.count("gauges") == 2
     assert len(re.findall(r"Started server process", log)) == 2
+
+
+def test_http_processes_stop_when_their_supervisor_is_killed(
+    mariadb_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL leaves the supervising process no chance to stop its HTTP processes: they notice
+    and stop themselves, rather than serve on without the engine loops."""
+    server = start_server(mariadb_url, tmp_path / "server.log", "--workers", "2")
+    children = wait_until(lambda: http_processes(server.process.pid), timeout=30)
+    server.process.kill()
+    server.process.wait(10)
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children), timeout=20)
+    assert "the supervising process is gone" in server.log.read_text()
+
+
+def http_processes(pid: int) -> list[int]:
+    """The two uvicorn processes among ``pid``'s children (not multiprocessing's tracker)."""
+    children = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (thread / "children").read_text().split()]
+    spawned = [c for c in children if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
+    return spawned if len(spawned) == 2 else []
