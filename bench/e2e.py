@@ -191,6 +191,23 @@ def raw_cell(pool: Any, url: str, slots: int, n: int, submitters: int) -> dict[s
 
 
 # --- Orbit through its real interfaces -----------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its child processes (the HTTP processes of `orbit server --workers N`)."""
+    children = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            children += [int(c) for c in (thread / "children").read_text().split()]
+    return [pid, *children]
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return 0.0
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
@@ -219,7 +236,7 @@ class Bench:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         self.base = f"http://127.0.0.1:{port}"
-        argv = ["server", "--port", str(port)]
+        argv = ["server", "--port", str(port), "--workers", str(self.args.server_workers)]
         self.server = self.spawn(argv, "server.log", ORBIT_DATABASE_URL=self.url)
         for _ in range(300):
             self.check_alive()
@@ -286,11 +303,11 @@ class Bench:
 
     def mark(self) -> tuple[Any, int, float]:
         """The DB clock, MariaDB's count of connections ever opened (server-wide, so other
-        clients of this MariaDB add to it), and the CPU seconds the orbit server used (Linux)."""
+        clients of this MariaDB add to it), and the CPU seconds the orbit server used (Linux;
+        with --server-workers, its HTTP processes too)."""
         now = self.query("SELECT UTC_TIMESTAMP(6)")[0][0]
         conns = int(self.query("SHOW GLOBAL STATUS LIKE 'Connections'")[0][1])
-        stat = Path(f"/proc/{self.server.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return now, conns, (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        return now, conns, sum(map(cpu_seconds, process_tree(self.server.pid)))
 
     def phase(self, mark: Any) -> tuple[float, float]:
         """Seconds from the first lease and from the first submit to the last finish (DB clock)."""
@@ -395,6 +412,7 @@ def main() -> None:
     add("--latency-slots", type=int, default=4, choices=sorted(PLANS), help="default 4 (2+2)")
     add("--submitters", type=int, default=8, help="submitting threads / raw processes")
     add("--slots", type=int, nargs="+", default=sorted(PLANS), choices=sorted(PLANS))
+    add("--server-workers", default="1", help="orbit server --workers (default 1)")
     add("--log-level", default="INFO", help="ORBIT_LOG_LEVEL of the server and workers")
     add("--quick", action="store_true", help="150 tasks per cell, 50 latency samples")
     add("--keep", action="store_true", help="keep the database and the logs")

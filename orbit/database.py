@@ -19,9 +19,16 @@ def redacted(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def open_engine(url: str, *, warn_durability: bool = True) -> sa.Engine:
-    """Create the engine; on MySQL/MariaDB warn loudly when the durable baseline is not in force."""
-    engine = create_store_engine(url)
+def open_engine(
+    url: str, *, warn_durability: bool = True, pool_size: int | None = None
+) -> sa.Engine:
+    """Create the engine; on MySQL/MariaDB warn loudly when the durable baseline is not in force.
+    ``pool_size``: warm connections kept (as many again may overflow); the store's default when
+    None. Ignored for SQLite."""
+    pool: dict[str, int] = {}
+    if pool_size is not None and make_url(url).get_backend_name() != "sqlite":
+        pool = {"pool_size": pool_size, "max_overflow": pool_size}
+    engine = create_store_engine(url, **pool)
     if warn_durability:
         with engine.connect() as conn:
             report = check_durability(conn)

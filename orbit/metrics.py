@@ -1,10 +1,12 @@
 """Prometheus metrics for the server and its engines (ORBIT.md §11).
 
-Each app gets its own registry. Every gauge derived from MySQL (queue depth by state and
-NEEDS_REVIEW, oldest waiting age, worker sessions, delivery and workflow backlogs) is computed by
-each replica's gauge loop and served from its cache (orbit/engines/gauges.py), so a scrape never
-queries the database; every replica reports the same numbers. Counters and histograms count what
-this replica did. The catalogue of every metric is docs/operations/monitoring.md.
+Each app gets its own registry; with several server processes per pod, /metrics sums the
+counters and histograms of all the pod's processes (orbit/metrics_processes.py). Every gauge
+derived from MySQL (queue depth by state and NEEDS_REVIEW, oldest waiting age, worker sessions,
+delivery and workflow backlogs) is computed by each replica's gauge loop and served from its
+cache (orbit/engines/gauges.py), so a scrape never queries the database; every replica reports
+the same numbers. Counters and histograms count what this replica did. The catalogue of every
+metric is docs/operations/monitoring.md.
 """
 
 from __future__ import annotations
@@ -14,14 +16,21 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from orbit.engines.gauges import LOOP as GAUGES_LOOP
 from orbit.engines.gauges import GaugeCache, backlog_gauges
 from orbit.metrics_delivery import delivery_gauges
 from orbit.metrics_fencing import fence_gauges
+from orbit.metrics_processes import multiprocess
 from orbit.metrics_workflows import WorkflowMetrics, workflow_gauges
 from orbit_store.db import TRANSACTION_RETRIES
+
+RETRIES_HELP = (
+    "Store transactions run again after a deadlock, lock-wait timeout, busy database "
+    "or a connection lost before COMMIT; deadlocks should stay at zero."
+)
 
 DEFAULT_GAUGE_INTERVAL = 15.0
 
@@ -107,6 +116,18 @@ class Metrics:
         )
         self.registry.register(self.gauges)
         self.registry.register(TransactionRetriesCollector())
+        #: What /metrics serves: this registry, or the pod's processes summed.
+        self.exposition = self._pod_registry() if multiprocess() else self.registry
+
+    def _pod_registry(self) -> CollectorRegistry:
+        """Counters and histograms of every process of the pod (their files), this process's
+        gauge snapshot, and the retries counted into the files too."""
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(self.gauges)
+        retries = Counter("orbit_db_transaction_retries", RETRIES_HELP, ["reason"], registry=None)
+        TRANSACTION_RETRIES.listen(lambda reason: retries.labels(reason).inc())
+        return registry
 
     def count_item_errors(self, loop: str, errors: int) -> None:
         """Items a pass of ``loop`` failed on (each already logged by the pass)."""
@@ -125,10 +146,7 @@ class TransactionRetriesCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         retries = CounterMetricFamily(
-            "orbit_db_transaction_retries",
-            "Store transactions run again after a deadlock, lock-wait timeout, busy database "
-            "or a connection lost before COMMIT; deadlocks should stay at zero.",
-            labels=["reason"],
+            "orbit_db_transaction_retries", RETRIES_HELP, labels=["reason"]
         )
         for reason, count in sorted(TRANSACTION_RETRIES.snapshot().items()):
             retries.add_metric([reason], count)

@@ -44,10 +44,18 @@ class RetryCounter:
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[str], None]] = []
 
     def add(self, reason: str) -> None:
         with self._lock:
             self._counts[reason] += 1
+        for listener in self._listeners:
+            listener(reason)
+
+    def listen(self, listener: Callable[[str], None]) -> None:
+        """Also tell ``listener`` of each retry (the server's multi-process metrics count them
+        in files shared by its processes)."""
+        self._listeners.append(listener)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:

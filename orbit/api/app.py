@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
@@ -40,6 +40,7 @@ from . import (
 )
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
+from .ready_watch import ReadyWatch
 from .wakeups import Wakeups
 
 log = logging.getLogger("orbit.server")
@@ -51,10 +52,25 @@ one namespace and carries roles (`submit`, `work`, `review`, `admin`). Errors ar
 """
 
 
-def engine_loops(ctx: AppContext) -> list[EngineLoop]:
+def _on_error(ctx: AppContext) -> Callable[[str], None]:
     def on_error(name: str) -> None:
         ctx.metrics.engine_errors.labels(name).inc()
 
+    return on_error
+
+
+def gauge_loop(ctx: AppContext) -> EngineLoop:
+    """The loop refreshing the MySQL gauges this process's /metrics serves."""
+    return EngineLoop(
+        gauges.LOOP, ctx.metrics.refresh_gauges, ctx.settings.gauge_interval, _on_error(ctx)
+    )
+
+
+def engine_loops(ctx: AppContext) -> list[EngineLoop]:
+    """Every background loop but the gauge loop: the work the engine does besides serving HTTP.
+    With ``orbit server --workers N`` these run once per pod, in the supervising process
+    (orbit/cli/server_processes.py); otherwise beside the HTTP API."""
+    on_error = _on_error(ctx)
     sender = deliveries.WebhookSender(ctx.engine, ctx.metrics, ctx.settings.webhook_secrets_dir)
     return [
         EngineLoop(
@@ -64,7 +80,6 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             on_error,
         ),
         EngineLoop(deliveries.LOOP, sender.run_pass, ctx.settings.delivery_interval, on_error),
-        EngineLoop(gauges.LOOP, ctx.metrics.refresh_gauges, ctx.settings.gauge_interval, on_error),
         EngineLoop(
             scheduler.LOOP,
             lambda: scheduler.scheduler_pass(ctx.engine, ctx.metrics),
@@ -103,10 +118,18 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx.wakeups.bind(asyncio.get_running_loop())
-        loops = engine_loops(ctx) if settings.run_engines else []
+        loops = [gauge_loop(ctx)] if settings.run_engines or settings.run_gauges else []
+        if settings.run_engines:
+            loops += engine_loops(ctx)
         for loop in loops:
             loop.start()
+        watch = None
+        if settings.wake_probe_interval > 0:
+            ready = ReadyWatch(engine, ctx.wakeups, settings.wake_probe_interval, _on_error(ctx))
+            watch = asyncio.create_task(ready.run(), name="orbit-ready-watch")
         yield
+        if watch is not None:
+            watch.cancel()
         for loop in loops:
             loop.stop()
 

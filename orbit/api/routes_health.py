@@ -47,4 +47,4 @@ def readyz(request: Request, ctx: Ctx) -> Response | dict[str, str]:
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(ctx: Ctx) -> Response:
-    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(ctx.metrics.exposition), media_type=CONTENT_TYPE_LATEST)

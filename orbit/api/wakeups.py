@@ -2,15 +2,17 @@
 
 A waiting lease request registers what it can take (its session's queues and handlers). A
 submission of a READY task wakes as many matching waiters as tasks it made READY — the ones
-that have waited longest — not every waiter of the namespace. Other replicas' submissions, and
-tasks made READY by other paths (a retry falling due, a permit or gate released), are found by
-the waiters' periodic read-only probe (``orbit_store.pulse.probe``).
+that have waited longest — not every waiter of the namespace. Work made ready anywhere else
+(another server process or replica, the scheduler, Weave, a retry falling due, a permit or gate
+released) is found by the process's shared probe (ready_watch.py), which wakes waiters through
+:meth:`Wakeups.wake_wants`; each waiter's own poll (``orbit_store.pulse.probe``) is the fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 
@@ -22,6 +24,12 @@ class Waiter:
 
     def wants(self, queue: str, handler: str) -> bool:
         return queue in self.queues and (self.handlers is None or handler in self.handlers)
+
+    def wanted(self) -> set[tuple[str, str | None]]:
+        """(queue, handler) pairs it can run; (queue, None) when it runs any handler."""
+        if self.handlers is None:
+            return {(queue, None) for queue in self.queues}
+        return {(queue, handler) for queue in self.queues for handler in self.handlers}
 
 
 class Wakeups:
@@ -57,3 +65,24 @@ class Wakeups:
             if not waiter.future.done() and waiter.wants(queue, handler):
                 waiter.future.set_result(None)
                 count -= 1
+
+    def waiting_wants(self) -> dict[str, set[tuple[str, str | None]]]:
+        """Namespace -> what its waiting requests can run: (queue, handler) pairs, (queue, None)
+        for requests running any handler (event loop only)."""
+        waiting: dict[str, set[tuple[str, str | None]]] = {}
+        for namespace, waiters in self._waiters.items():
+            for waiter in waiters:
+                if not waiter.future.done():
+                    waiting.setdefault(namespace, set()).update(waiter.wanted())
+        return waiting
+
+    def wake_wants(self, namespace: str, wants: AbstractSet[tuple[str, str | None]]) -> int:
+        """Wake every waiter of ``namespace`` with one of ``wants`` (which the shared probe saw
+        become claimable); returns how many (event loop only). All of them, not one per task:
+        the probe does not count tasks."""
+        woken = 0
+        for waiter in list(self._waiters.get(namespace, {})):
+            if not waiter.future.done() and not wants.isdisjoint(waiter.wanted()):
+                waiter.future.set_result(None)
+                woken += 1
+        return woken

@@ -37,7 +37,9 @@ def missing_sqlite_file(database_url: str) -> Path | None:
     return None if path.exists() else path
 
 
-def store_engine(database_url: str, *, warn_durability: bool = False) -> sa.Engine:
+def store_engine(
+    database_url: str, *, warn_durability: bool = False, pool_size: int | None = None
+) -> sa.Engine:
     """An engine on a reachable database whose schema matches this code, or a clear exit 5
     (without creating an empty SQLite file where none was)."""
     import sqlalchemy as sa
@@ -53,7 +55,7 @@ def store_engine(database_url: str, *, warn_durability: bool = False) -> sa.Engi
             ExitCode.UNAVAILABLE,
         )
     try:
-        engine = open_engine(database_url, warn_durability=warn_durability)
+        engine = open_engine(database_url, warn_durability=warn_durability, pool_size=pool_size)
     except sa.exc.OperationalError as exc:
         fail(f"cannot reach the database: {exc.orig}", ExitCode.UNAVAILABLE)
     try:

@@ -1,7 +1,9 @@
-"""`orbit server`: the HTTP API and the engine loops in one process (N replicas are safe)."""
+"""`orbit server`: the HTTP API and the engine loops, in one process or, with ``--workers N``,
+in N HTTP processes plus the supervising one running the loops (N replicas are safe too)."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -51,15 +53,46 @@ def server(
         ),
     ] = 15.0,
     max_payload_bytes: MaxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES,
+    workers: Annotated[
+        str,
+        typer.Option(
+            envvar="ORBIT_SERVER_WORKERS",
+            help="HTTP processes serving the port: a number, or 'auto' for one per CPU. With "
+            "more than 1 the engine loops run once, in the supervising process.",
+        ),
+    ] = "1",
+    lease_poll_interval: Annotated[
+        float,
+        typer.Option(
+            min=0.05,
+            help="Seconds between a waiting lease request's own checks for work (the fallback "
+            "behind the shared wake-up probe).",
+        ),
+    ] = 1.0,
+    wake_probe_interval: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds between the shared probes that wake waiting lease requests for work "
+            "made ready elsewhere (other processes and replicas, schedules, workflows, "
+            "backoff); 0 turns the probe off.",
+        ),
+    ] = 0.075,
+    db_pool_size: Annotated[
+        int,
+        typer.Option(
+            envvar="ORBIT_DB_POOL_SIZE",
+            min=1,
+            help="Warm database connections per HTTP process; as many again may open under "
+            "load. Keep processes x replicas x 2 x this below MySQL's max_connections.",
+        ),
+    ] = 20,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
-    import uvicorn
+    from orbit.api.settings import ServerSettings
 
-    from orbit.api.app import create_app
-    from orbit.api.context import ServerSettings
-
+    processes = _process_count(workers)
     sock = bind(host, port, "server")
-    engine = store_engine(database_url, warn_durability=True)
     settings = ServerSettings(
         database_url=database_url,
         host=host,
@@ -72,8 +105,32 @@ def server(
         delivery_interval=delivery_interval,
         webhook_secrets_dir=webhook_secrets_dir,
         max_payload_bytes=max_payload_bytes,
+        lease_poll_interval=lease_poll_interval,
+        wake_probe_interval=wake_probe_interval,
+        db_pool_size=db_pool_size,
     )
+    if processes > 1:
+        from .server_processes import serve_processes
+
+        serve_processes(settings, processes, sock)
+        return
+    import uvicorn
+
+    from orbit.api.app import create_app
+
+    engine = store_engine(database_url, warn_durability=True, pool_size=db_pool_size)
     config = uvicorn.Config(
         create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _process_count(workers: str) -> int:
+    if workers == "auto":
+        return os.cpu_count() or 1
+    if workers.isdigit() and int(workers) >= 1:
+        return int(workers)
+    raise typer.BadParameter(
+        f"{workers!r} is neither a number of processes (1 or more) nor 'auto'",
+        param_hint="'--workers'",
+    )

@@ -34,7 +34,7 @@ def outlook(conn: sa.Connection, namespace: str, claimant: Claimant) -> Outlook:
     if not claimable or claimant.handlers == []:
         return Outlook(False, None, now)
     ready_in = _ready_queues(conn, namespace, claimable, claimant.handlers)
-    full = _full_queues(conn, namespace, claimable) if ready_in else set()
+    full = full_queues(conn, namespace, claimable) if ready_in else set()
     next_due = conn.execute(
         force_index(
             sa.select(sa.func.min(tasks.c.available_at)).where(
@@ -69,7 +69,7 @@ def _ready_queues(
     return set(conn.execute(query).scalars())
 
 
-def _full_queues(conn: sa.Connection, namespace: str, queue_names: list[str]) -> set[str]:
+def full_queues(conn: sa.Connection, namespace: str, queue_names: list[str]) -> set[str]:
     """Queues a max-running quota allows no more grants in (read without locks)."""
     rows = conn.execute(
         sa.select(quotas.c.queue, quotas.c.max_running, quotas.c.running).where(

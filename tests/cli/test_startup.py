@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "pymysql", "kopf", "kubernetes", "celpy")
 
 
@@ -43,3 +45,9 @@ def test_task_list_imports_none_of_them_even_when_it_talks_to_a_server() -> None
 def test_the_top_level_help_lists_every_group_without_importing_the_server() -> None:
     assert "sqlalchemy" not in imported_after(["--help"])
     assert "fastapi" not in imported_after(["--help"])
+
+
+@pytest.mark.parametrize("group", ["schedule", "workflow"])
+def test_schedule_and_workflow_commands_import_none_of_them(group: str) -> None:
+    assert imported_after([group, "--help"]) == []
+    assert imported_after([group, "list", "--server", "http://127.0.0.1:9"]) == []

@@ -324,3 +324,17 @@ def test_values_schema_describes_every_default_value() -> None:
 
     assert undeclared(values, schema, "") == []
     assert schema.get("additionalProperties") is False
+
+
+def test_server_workers_value_becomes_the_servers_workers_option(
+    helm: Run, default_docs: list[Doc]
+) -> None:
+    def args(docs: list[Doc]) -> list[str]:
+        (container,) = one(docs, "Deployment", "-server")["spec"]["template"]["spec"]["containers"]
+        return list(container["args"])
+
+    assert "--workers=1" in args(default_docs)
+    assert "--workers=4" in args(render(helm, {"server.workers": "4"}))
+    assert "--workers=auto" in args(render(helm, {"server.workers": "auto"}))
+    refused = helm("template", "rel", str(CHART), "--set", "server.workers=0", check=False)
+    assert refused.returncode != 0 and "workers" in refused.stderr

@@ -1,0 +1,56 @@
+"""The app of one HTTP process of `orbit server --workers N` (uvicorn imports it by name).
+
+uvicorn starts each process fresh (spawn), so the settings travel in the environment, written by
+the supervising process (orbit/cli/server_processes.py) before it starts them. The schema and
+durability were checked there once; each process opens its own pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import threading
+import time
+
+from fastapi import FastAPI
+
+from orbit.database import open_engine
+from orbit.logs import configure_logging
+
+from .app import create_app
+from .context import ServerSettings
+
+SETTINGS_ENV = "ORBIT_SERVER_PROCESS_SETTINGS"
+
+log = logging.getLogger("orbit.server")
+
+
+def settings_for_processes(settings: ServerSettings) -> str:
+    """The JSON an HTTP process rebuilds its settings from: every loop but the gauge loop is
+    the supervising process's."""
+    http_only = dataclasses.replace(settings, run_engines=False, run_gauges=True)
+    return json.dumps(dataclasses.asdict(http_only))
+
+
+def http_app() -> FastAPI:
+    configure_logging(os.environ.get("ORBIT_LOG_LEVEL", "INFO"))
+    settings = ServerSettings(**json.loads(os.environ[SETTINGS_ENV]))
+    threading.Thread(
+        target=_stop_with, args=(os.getppid(),), name="orbit-parent-watch", daemon=True
+    ).start()
+    engine = open_engine(
+        settings.database_url, warn_durability=False, pool_size=settings.db_pool_size
+    )
+    return create_app(engine, settings)
+
+
+def _stop_with(supervisor: int) -> None:
+    """Stop (gracefully, as on SIGTERM) when the supervising process is gone — killed without
+    the chance to stop its HTTP processes — rather than serve on without the engine loops."""
+    while os.getppid() == supervisor:
+        time.sleep(1.0)
+    log.warning("the supervising process is gone: stopping", extra={"supervisor": supervisor})
+    os.kill(os.getpid(), signal.SIGTERM)

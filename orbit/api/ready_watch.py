@@ -1,0 +1,82 @@
+"""Wake-ups across processes and replicas: one shared probe per process while requests wait.
+
+The in-process wake-ups (wakeups.py) only hear about submissions made to *this* process. Work
+also becomes ready elsewhere: a submission to another server process or replica, a schedule
+firing, Weave making a step's task READY, a retry's backoff or a delay ending, a permit or gate
+released. While lease requests wait here, this watch asks the database every ``interval``
+(~75 ms) — once per namespace with waiters, whatever their number — which of the waiters' wants
+((queue, handler) pairs they can run) a claim could serve now (``orbit_store.pulse.readiness``:
+one EXISTS per want, so the cost does not grow with the backlog). When a want becomes served
+that was not at the previous probe, every waiter with that want is woken and claims (SKIP
+LOCKED: one gets each task, the others find nothing and wait again).
+
+Edge-triggered on purpose: a want that stays served (its tasks are READY but a claim still
+cannot take them, e.g. a placement rule no waiting worker meets) wakes nobody again, so the
+watch never turns into a claim loop; each waiter's own poll (``lease_poll_interval``) remains
+the fallback for such cases. With no waiter the watch runs no query at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import anyio
+import sqlalchemy as sa
+
+from orbit_store.pulse.readiness import Want, readiness
+
+from .wakeups import Wakeups
+
+log = logging.getLogger("orbit.api.ready_watch")
+
+LOOP = "wake_probe"
+#: Default seconds between probes while requests wait: the cross-process dispatch latency bound.
+DEFAULT_INTERVAL = 0.075
+
+
+class ReadyWatch:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        wakeups: Wakeups,
+        interval: float = DEFAULT_INTERVAL,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.engine, self.wakeups, self.interval = engine, wakeups, interval
+        self.on_error = on_error
+        self._seen: dict[str, frozenset[Want]] = {}  # namespace -> served at the last probe
+        self.probes = 0  # probes run (each a few index reads), for tests and the bench
+
+    async def run(self) -> None:
+        """Until cancelled (the app's lifespan owns the task)."""
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.probe_once()
+            except Exception:
+                log.exception("wake-up probe failed")
+                if self.on_error is not None:
+                    self.on_error(LOOP)
+                await asyncio.sleep(1.0)  # the database is likely away: do not spin
+
+    async def probe_once(self) -> int:
+        """Probe every namespace with waiters; returns how many waiters were woken."""
+        waiting = self.wakeups.waiting_wants()
+        for namespace in list(self._seen):
+            if namespace not in waiting:  # nobody waits there any more: forget what was seen
+                del self._seen[namespace]
+        woken = 0
+        for namespace, wants in waiting.items():
+            served = await anyio.to_thread.run_sync(self._read, namespace, wants)
+            self.probes += 1
+            newly = served - self._seen.get(namespace, frozenset())
+            self._seen[namespace] = served
+            if newly:
+                woken += self.wakeups.wake_wants(namespace, newly)
+        return woken
+
+    def _read(self, namespace: str, wants: set[Want]) -> frozenset[Want]:
+        with self.engine.connect() as conn:
+            return readiness(conn, namespace, wants).satisfied

@@ -1,0 +1,42 @@
+"""What `orbit server` (and `orbit dev`) is told on its command line, for every process it runs.
+
+A plain dataclass importing nothing heavy: the supervising process of `orbit server --workers N`
+builds it before prometheus_client may be imported (orbit/metrics_processes.py) and hands it to
+its HTTP processes as JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .limits import DEFAULT_MAX_PAYLOAD_BYTES
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    database_url: str
+    host: str = "127.0.0.1"
+    port: int = 8080
+    reaper_interval: float = 1.0
+    scheduler_interval: float = 1.0
+    inbox_interval: float = 0.2
+    timer_interval: float = 1.0
+    weave_workers: int = 4  # threads consuming the inbox / firing timers side by side
+    #: Each waiting lease request's own probe: the fallback when the shared probe is off or
+    #: a kind of work stays present without being claimable (ready_watch.py).
+    lease_poll_interval: float = 1.0
+    #: The process's shared probe waking waiting lease requests for work made ready anywhere
+    #: (other processes and replicas, scheduler, Weave, backoff); 0 turns it off.
+    wake_probe_interval: float = 0.075
+    heartbeat_interval: float = 10.0
+    gauge_interval: float = 15.0  # backlog gauges on /metrics (orbit/engines/gauges.py)
+    require_registered_pods: bool = False
+    run_engines: bool = True  # every background loop (engine_loops and the gauge loop)
+    run_gauges: bool = False  # only the gauge loop: an HTTP process of `orbit server --workers`
+    delivery_interval: float = 1.0
+    webhook_secrets_dir: str | None = None
+    #: Largest params of a submission, or result + error of a completion (api/limits.py).
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    #: Warm database connections per HTTP process (as many again may overflow); None: the
+    #: store's default (orbit_store.db: 20 + 20).
+    db_pool_size: int | None = None

@@ -1,0 +1,76 @@
+"""`orbit server --workers N`: N HTTP processes on one port, the engine loops run once per pod.
+
+The supervising process binds the port, starts N uvicorn processes sharing the socket (the
+kernel spreads connections among them), restarts one that dies, and on SIGTERM stops them all
+(each finishes its requests in flight). It also runs the engine loops — reaper, promoter,
+scheduler, deliveries, Weave — once for the pod: they would be safe N times over (every decision
+is a conditional transaction, SKIP LOCKED), but each copy adds its queries every interval for
+nothing. Each HTTP process runs only the gauge loop (its /metrics serves that snapshot) and its
+own shared wake-up probe (orbit/api/ready_watch.py), which is how a task made ready by the
+engine loops or by a sibling process wakes the lease requests waiting in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from orbit.metrics_processes import prepare_directory, remove_directory
+
+from .options import store_engine
+
+if TYPE_CHECKING:  # imported late: orbit.api.context loads prometheus_client
+    from orbit.api.context import ServerSettings
+
+log = logging.getLogger("orbit.server")
+
+#: Warm connections of the supervising process (as many again may overflow): seven loops, each
+#: one transaction at a time, the Weave loops up to ``weave_workers`` threads each.
+ENGINE_POOL_SIZE = 10
+
+
+def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket) -> None:
+    # Before anything imports prometheus_client: the mode is chosen at its import.
+    metrics_dir, created = prepare_directory()
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from orbit.api.app import engine_loops
+    from orbit.api.context import AppContext
+    from orbit.api.process_app import SETTINGS_ENV, settings_for_processes
+    from orbit.api.wakeups import Wakeups
+    from orbit.metrics import Metrics
+
+    # The engine loops need few connections: a small pool, not an HTTP process's.
+    engine = store_engine(settings.database_url, warn_durability=True, pool_size=ENGINE_POOL_SIZE)
+    os.environ[SETTINGS_ENV] = settings_for_processes(settings)
+    os.environ["ORBIT_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().level)
+    config = uvicorn.Config(
+        "orbit.api.process_app:http_app",
+        factory=True,
+        workers=workers,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+    )
+    # The loops' own wake-ups reach no waiter here (none waits in this process): the HTTP
+    # processes' probes find what they make ready.
+    ctx = AppContext(engine, settings, Wakeups(), Metrics(engine, settings.gauge_interval))
+    loops = engine_loops(ctx)
+    log.info(
+        "serving with several processes",
+        extra={"http_processes": workers, "metrics_dir": str(metrics_dir)},
+    )
+    for loop in loops:
+        loop.start()
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        for loop in loops:
+            loop.stop()
+        engine.dispose()
+        if created:
+            remove_directory(metrics_dir)

@@ -1,0 +1,95 @@
+"""The shared wake-up probe: which of the waiting workers' wants a claim could serve now.
+
+A server process runs this once per probe interval for each namespace that has waiting lease
+requests (orbit/api/ready_watch.py), instead of each request asking the database on its own. It
+is what lets a task made ready anywhere else — another process or replica of the server, the
+scheduler, Weave, a retry or backoff falling due, a permit or gate released — wake a waiting
+worker within one probe interval. A *want* is what a waiting request can run: a (queue, handler)
+pair, or (queue, None) for a worker that runs any handler.
+
+Cost does not grow with the backlog: each want is one ``EXISTS`` on the ready index (the first
+entry of an equality prefix), all of them in one statement; due SCHEDULED rows are read in a
+bounded slice. Read-only, no locks; the answer is a hint (a claim decides), so reading it
+without a snapshot is fine.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from orbit_store.db import force_index
+from orbit_store.schema import tasks
+
+from .claim import claimable_queues
+from .model import WaitPath
+from .probe import full_queues
+
+#: Due SCHEDULED rows looked at per probe. The promoter and the next claim make them READY, so
+#: normally only a handful exist; the bound keeps a probe cheap when nobody serves a queue with a
+#: due backlog (a due task behind them is found once promoted, or by the request's own poll).
+DUE_ROWS_READ = 256
+
+Want = tuple[str, str | None]  # (queue, handler); None: any handler
+
+
+@dataclass(frozen=True)
+class Readiness:
+    #: The wants with a READY task, or a SCHEDULED one already due, in an unpaused queue whose
+    #: max-running quotas leave room.
+    satisfied: frozenset[Want]
+    now: dt.datetime
+
+
+def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> Readiness:
+    """Which of ``wants`` a claim in ``namespace`` could serve now."""
+    claimable, now = claimable_queues(conn, namespace, sorted({q for q, _ in wants}))
+    full = full_queues(conn, namespace, claimable) if claimable else set()
+    open_queues = set(claimable) - full
+    candidates = sorted((w for w in wants if w[0] in open_queues), key=str)
+    if not candidates:
+        return Readiness(frozenset(), now)
+    flags = conn.execute(
+        sa.select(*(_ready(namespace, want).label(f"w{i}") for i, want in enumerate(candidates)))
+    ).one()
+    satisfied = {want for want, flag in zip(candidates, flags, strict=True) if flag}
+    due = _due_kinds(conn, namespace, sorted({q for q, _ in candidates}), now)
+    for queue, handler in candidates:
+        if any(q == queue and (handler is None or h == handler) for q, h in due):
+            satisfied.add((queue, handler))
+    return Readiness(frozenset(satisfied), now)
+
+
+def _ready(namespace: str, want: Want) -> sa.Exists:
+    queue, handler = want
+    where = [
+        tasks.c.namespace == namespace,
+        tasks.c.queue == queue,
+        tasks.c.wait_path == WaitPath.READY.value,
+    ]
+    if handler is not None:
+        where.append(tasks.c.handler == handler)
+    return sa.exists(sa.select(sa.literal(1)).where(*where))
+
+
+def _due_kinds(
+    conn: sa.Connection, namespace: str, queue_names: list[str], now: dt.datetime
+) -> set[tuple[str, str]]:
+    rows = (
+        force_index(
+            sa.select(tasks.c.queue, tasks.c.handler).where(
+                tasks.c.namespace == namespace,
+                tasks.c.wait_path == WaitPath.SCHEDULED.value,
+                tasks.c.available_at <= now,
+                tasks.c.queue.in_(queue_names),
+            ),
+            tasks,
+            "ix_tasks_due",
+        )
+        .order_by(tasks.c.available_at)
+        .limit(DUE_ROWS_READ)
+    )
+    return {(row.queue, row.handler) for row in conn.execute(rows)}

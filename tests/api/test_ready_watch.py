@@ -1,0 +1,154 @@
+"""The shared wake-up probe (issue 9): work made ready anywhere but this process — another
+server process or replica, the scheduler, Weave, a delay or backoff ending — wakes the lease
+requests waiting here that can run it, within one probe interval. Wake-ups are an acceleration
+structure, never authority (seed §1: in-memory queues and indexes are rebuilt from MySQL): the
+probe only reads, a claim decides. Runs on MariaDB; "elsewhere" is a submission through the
+store that this process's in-memory wake-ups never hear of."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+import sqlalchemy as sa
+
+from orbit.api.ready_watch import ReadyWatch
+from orbit.api.wakeups import Wakeups
+from orbit_store.pulse import service
+from orbit_store.pulse.readiness import readiness
+from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.schema import tasks
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"watch-{uuid.uuid4().hex[:8]}"
+
+
+def submit_elsewhere(engine: sa.Engine, namespace: str, handler: str = "h", **extra: Any) -> str:
+    request = SubmitRequest(namespace=namespace, queue="default", handler=handler, **extra)
+    return service.submit(engine, request).task_id
+
+
+def run(scenario: Callable[[Wakeups, ReadyWatch], Awaitable[T]], engine: sa.Engine) -> T:
+    async def bound() -> T:
+        wakeups = Wakeups()
+        wakeups.bind(asyncio.get_running_loop())
+        return await scenario(wakeups, ReadyWatch(engine, wakeups))
+
+    return asyncio.run(bound())
+
+
+def test_a_task_made_ready_elsewhere_wakes_only_the_waiters_that_can_run_it(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    async def scenario(wakeups: Wakeups, watch: ReadyWatch) -> list[bool]:
+        waiting = [
+            wakeups.waiter(namespace, ["default"], ["h"]),
+            wakeups.waiter(namespace, ["default"], None),
+            wakeups.waiter(namespace, ["default"], ["other"]),
+            wakeups.waiter(namespace, ["elsewhere"], None),
+        ]
+        await watch.probe_once()  # nothing yet
+        assert not any(w.done() for w in waiting)
+        await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace)
+        await watch.probe_once()
+        return [w.done() for w in waiting]
+
+    assert run(scenario, mariadb_engine) == [True, True, False, False]
+
+
+def test_work_that_stays_ready_wakes_nobody_twice(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    """Edge-triggered: READY work a claim still leaves behind (nobody took it) must not turn
+    the probe into a claim loop; each request's own poll is the fallback for it."""
+
+    async def scenario(wakeups: Wakeups, watch: ReadyWatch) -> tuple[int, int]:
+        wakeups.waiter(namespace, ["default"], None)
+        await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace)
+        first = await watch.probe_once()
+        wakeups.waiter(namespace, ["default"], None)  # the woken request waits again
+        return first, await watch.probe_once()
+
+    assert run(scenario, mariadb_engine) == (1, 0)
+
+
+def test_a_delay_ending_wakes_the_waiter(mariadb_engine: sa.Engine, namespace: str) -> None:
+    async def scenario(wakeups: Wakeups, watch: ReadyWatch) -> tuple[bool, bool]:
+        woken = wakeups.waiter(namespace, ["default"], None)
+        await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace, delay_seconds=0.5)
+        await watch.probe_once()
+        before = woken.done()
+        await asyncio.sleep(0.7)
+        await watch.probe_once()
+        return before, woken.done()
+
+    assert run(scenario, mariadb_engine) == (False, True)
+
+
+def test_the_watch_wakes_within_its_interval_while_it_runs(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    async def scenario(wakeups: Wakeups, watch: ReadyWatch) -> float:
+        running = asyncio.create_task(watch.run())
+        try:
+            woken = wakeups.waiter(namespace, ["default"], None)
+            await asyncio.sleep(0.2)
+            submitted = time.monotonic()
+            await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace)
+            await asyncio.wait_for(woken, 5)
+            return time.monotonic() - submitted
+        finally:
+            running.cancel()
+
+    # Correctness, not speed: woken by the probe, long before any per-request poll (1 s).
+    assert run(scenario, mariadb_engine) < 0.9
+
+
+def test_no_waiting_request_means_no_query(mariadb_engine: sa.Engine, namespace: str) -> None:
+    async def scenario(wakeups: Wakeups, watch: ReadyWatch) -> int:
+        await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace)
+        await watch.probe_once()
+        waiter = wakeups.waiter(namespace, ["default"], None)
+        waiter.cancel()  # a request that stopped waiting
+        await asyncio.sleep(0)
+        await watch.probe_once()
+        return watch.probes
+
+    assert run(scenario, mariadb_engine) == 0
+
+
+def copies_of(engine: sa.Engine, task_id: str, namespace: str, count: int) -> None:
+    """``count`` READY copies of a task (MariaDB's sequence engine: one INSERT … SELECT)."""
+    with engine.begin() as conn:
+        columns = [c.name for c in tasks.columns]
+        picked = [f"CONCAT('{namespace}-', seq)" if c == "id" else c for c in columns]
+        statement = (
+            f"INSERT INTO tasks ({', '.join(columns)}) SELECT {', '.join(picked)} "
+            f"FROM tasks, seq_1_to_{count} WHERE tasks.id = :task_id"
+        )
+        conn.execute(sa.text(statement), {"task_id": task_id})
+
+
+def test_a_backlog_nobody_waiting_can_run_costs_the_probe_nothing(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    """Idle workers for handler h beside 2,000 READY tasks of handler x (no worker runs it): the
+    probe reads a few index entries, not the backlog (rows counted by MariaDB, not timed)."""
+    copies_of(mariadb_engine, submit_elsewhere(mariadb_engine, namespace, "x"), namespace, 2000)
+    with mariadb_engine.connect() as conn:
+        conn.exec_driver_sql("FLUSH STATUS")
+        served = readiness(conn, namespace, {("default", "h")})
+        reads = {
+            name: int(value)
+            for name, value in conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+        }
+    assert served.satisfied == frozenset()
+    assert reads["Handler_read_next"] + reads["Handler_read_rnd_next"] < 50, reads
