@@ -55,6 +55,7 @@ def start_many(
     ``invalid-attempt-token``, ``lease-lost``, ``gate-closed``, ``cancel-requested``,
     ``not-found``); the handler of a refused item must not run."""
     namespace = worker_namespace(credential)
+    ctx.metrics.batch_items.labels("start").observe(len(body.items))
     items = [
         batches.StartItem(i.attempt_id, i.token, Safety(i.safety) if i.safety else None)
         for i in body.items
@@ -104,6 +105,7 @@ def complete_many(
     as evidence —, ``invalid-attempt-token``, ``not-found``, ``validation``,
     ``payload-too-large``)."""
     namespace = worker_namespace(credential)
+    ctx.metrics.batch_items.labels("complete").observe(len(body.items))
     answers: dict[str, dict[str, Any]] = {}
     items = []
     for item in body.items:
