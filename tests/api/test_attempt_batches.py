@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .test_long_poll import Api, api  # noqa: F401  (the fixture)
+from .conftest import Api
 
 PROBLEMS = "https://orbit.dev/problems/"
 
