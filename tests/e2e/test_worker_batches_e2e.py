@@ -24,9 +24,7 @@ def _batched(tenant: Tenant, call: str) -> tuple[float, float]:
     return calls, value(samples, "orbit_batch_items_sum", call=call) or 0.0
 
 
-def test_a_backlog_is_started_and_reported_in_shared_calls(
-    tenant: Tenant, tmp_path: Path
-) -> None:
+def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_path: Path) -> None:
     with Client(tenant.server.url, token=tenant.token) as client:
         ids = [
             client.submit(tenant.namespace, handler="e2e.echo", params={"i": i}).id
