@@ -92,7 +92,7 @@ def find_submission(
     return SubmitResult(task_id=row.id, state=TaskState(row.state), replayed=True)
 
 
-def _validate(request: SubmitRequest, policy: QueuePolicy) -> None:
+def validate(request: SubmitRequest, policy: QueuePolicy) -> None:
     if not request.handler:
         raise InvalidRequest("handler must not be empty")
     if request.delay_seconds is not None and request.available_at is not None:
@@ -149,13 +149,13 @@ def admit(conn: sa.Connection, request: SubmitRequest) -> Admission:
             f"queue {request.queue!r} is being deleted and accepts no new tasks; "
             "submit to another queue"
         )
-    _validate(request, policy)
+    validate(request, policy)
     now = db_now(conn)
     if request.available_at is not None:
         available_at = request.available_at
     else:
         available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
-    return Admission(policy, scope.has_quotas, now, available_at, _gate_open(conn, request))
+    return Admission(policy, scope.has_quotas, now, available_at, gate_open_for(conn, request))
 
 
 def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> SubmitResult:
@@ -167,13 +167,13 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
         semaphore = semaphores.declare(
             conn, request.namespace, request.concurrency_key, declared, now
         )
-    path = _first_path(admission.available_at, now, admission.gate_open, semaphore)
+    path = first_path(admission.available_at, now, admission.gate_open, semaphore)
     counted = admission.has_quotas and quota.check_submission(
         conn, request.namespace, request.queue, now
     )
     task_id = new_id()
     conn.execute(
-        tasks.insert().values(**_task_row(request, admission, task_id, path, counted, semaphore))
+        tasks.insert().values(**task_row(request, admission, task_id, path, counted, semaphore))
     )
     if semaphore is not None and path is WaitPath.READY:
         semaphores.take_permits(conn, request.namespace, semaphore.key, [task_id], now)
@@ -204,7 +204,7 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
     return SubmitResult(task_id=task_id, state=TaskState.WAITING, replayed=False, wait_path=path)
 
 
-def _task_row(
+def task_row(
     request: SubmitRequest,
     admission: Admission,
     task_id: str,
@@ -252,7 +252,7 @@ def _pick(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _gate_open(conn: sa.Connection, request: SubmitRequest) -> bool:
+def gate_open_for(conn: sa.Connection, request: SubmitRequest) -> bool:
     """The task's gate, read under a shared lock; it must belong to the namespace."""
     if request.gate_id is None:
         return True
@@ -269,7 +269,7 @@ def _gate_open(conn: sa.Connection, request: SubmitRequest) -> bool:
     return bool(allowed)
 
 
-def _first_path(
+def first_path(
     available_at: dt.datetime,
     now: dt.datetime,
     gate_open: bool,
