@@ -35,6 +35,7 @@ from . import (
     routes_identity,
     routes_schedules,
     routes_subscriptions,
+    routes_task_batches,
     routes_tasks,
     routes_workers,
     routes_workflows,
@@ -127,6 +128,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.state.engine = engine
     app.state.token_cache = TokenCache()
     problems.install(app)
+    app.include_router(routes_task_batches.router)
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
     app.include_router(routes_attempt_batches.router)

@@ -24,21 +24,11 @@ from orbit_store.pulse.model import (
 from . import limits, schemas_batches
 from .auth import CurrentCredential
 from .context import Ctx
-from .problems import PROBLEM_BASE, TITLES
+from .problems import problem_body
 from .routes_tasks import PROBLEMS
 from .routes_workers import START_REFUSALS, worker_namespace
 
 router = APIRouter(tags=["workers"])
-
-
-def _problem(status: int, slug: str, detail: str | None, instance: str) -> dict[str, Any]:
-    return {
-        "type": PROBLEM_BASE + slug,
-        "title": TITLES[slug],
-        "status": status,
-        "detail": detail,
-        "instance": instance,
-    }
 
 
 @router.post(
@@ -73,7 +63,7 @@ def _start_result(
 ) -> schemas_batches.StartItemResult:
     instance = f"/v1/attempts/{attempt_id}/start"
     if isinstance(result, batches.ItemRefused):
-        problem = _problem(422, "validation", result.detail, instance)
+        problem = problem_body(422, "validation", result.detail, instance)
     elif result.started:
         return schemas_batches.StartItemResult(
             attempt_id=attempt_id,
@@ -84,7 +74,8 @@ def _start_result(
     else:
         assert result.refusal is not None
         status, slug = START_REFUSALS[result.refusal]
-        problem = _problem(status, slug, f"attempt {attempt_id}: {result.refusal.value}", instance)
+        detail = f"attempt {attempt_id}: {result.refusal.value}"
+        problem = problem_body(status, slug, detail, instance)
     return schemas_batches.StartItemResult.model_validate(
         {"attempt_id": attempt_id, "status": "refused", "problem": problem}
     )
@@ -115,7 +106,7 @@ def complete_many(
             )
         except limits.PayloadTooLarge as exc:
             instance = f"/v1/attempts/{item.attempt_id}/complete"
-            answers[item.attempt_id] = _problem(413, "payload-too-large", exc.detail, instance)
+            answers[item.attempt_id] = problem_body(413, "payload-too-large", exc.detail, instance)
             continue
         items.append(
             batches.CompletionItem(
@@ -158,7 +149,7 @@ def complete_many(
                 )
             )
         else:
-            out.append(_refused(item.attempt_id, _completion_problem(item.attempt_id, result)))
+            out.append(_refused(item.attempt_id, _completionproblem_body(item.attempt_id, result)))
     return schemas_batches.CompletionBatchResponse(results=out)
 
 
@@ -168,15 +159,15 @@ def _refused(attempt_id: str, problem: dict[str, Any]) -> schemas_batches.Comple
     )
 
 
-def _completion_problem(
+def _completionproblem_body(
     attempt_id: str, result: CompletionResult | batches.ItemRefused
 ) -> dict[str, Any]:
     instance = f"/v1/attempts/{attempt_id}/complete"
     if isinstance(result, batches.ItemRefused):
-        return _problem(422, "validation", result.detail, instance)
+        return problem_body(422, "validation", result.detail, instance)
     if result.status is CompletionStatus.NOT_FOUND:
-        return _problem(404, "not-found", f"attempt {attempt_id} not found", instance)
+        return problem_body(404, "not-found", f"attempt {attempt_id} not found", instance)
     if result.status is CompletionStatus.REFUSED:
-        return _problem(403, "invalid-attempt-token", result.reason, instance)
+        return problem_body(403, "invalid-attempt-token", result.reason, instance)
     detail = f"attempt {attempt_id}: {result.reason}; the report is kept as evidence, not applied"
-    return _problem(409, "stale-attempt", detail, instance)
+    return problem_body(409, "stale-attempt", detail, instance)

@@ -56,7 +56,9 @@ def _task(ctx: AppContext, namespace: str, task_id: str, **extra: Any) -> schema
     return schemas.Task.model_validate({**view.__dict__, **extra})
 
 
-def _request(namespace: str, body: schemas.TaskSubmission, submitter: str) -> SubmitRequest:
+def submission_request(
+    namespace: str, body: schemas.TaskSubmission, submitter: str
+) -> SubmitRequest:
     retry = body.retry or schemas.RetryPolicyIn()
     return SubmitRequest(
         namespace=namespace,
@@ -109,7 +111,7 @@ def submit(
     413 ``payload-too-large`` when ``params`` exceed the server's ``max_payload_bytes``."""
     authorize(credential, namespace, Role.SUBMIT)
     limits.check_payload(ctx.settings.max_payload_bytes, params=body.params)
-    result = service.submit(ctx.engine, _request(namespace, body, credential.name))
+    result = service.submit(ctx.engine, submission_request(namespace, body, credential.name))
     ctx.metrics.submissions.labels(
         namespace, body.queue, "replayed" if result.replayed else "new"
     ).inc()

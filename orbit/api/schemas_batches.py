@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .schemas import Completion, Out, Problem, Safety, Strict, Task, TaskStateName, TaskSubmission
+from .schemas import Completion, Out, Problem, Safety, Strict, TaskStateName, TaskSubmission
 
 #: Bumped when the worker calls change shape; in the OpenAPI document as ``x-worker-protocol``.
 #: 2: ``POST /v1/attempts:start`` and ``POST /v1/attempts:complete`` (batches).
@@ -71,8 +71,12 @@ class SubmissionBatch(Strict):
 class SubmissionItemResult(Out):
     index: int = Field(..., description="The item's position in the request.")
     status: Literal["created", "replayed", "conflict", "refused"]
-    task: Task | None = None
-    problem: Problem | None = None
+    idempotency_key: str | None = None
+    task_id: str | None = Field(None, description="The task created or replayed.")
+    state: TaskStateName | None = None
+    problem: Problem | None = Field(
+        None, description="Why nothing was written for this item (conflict, refused)."
+    )
 
 
 class SubmissionBatchResponse(Out):

@@ -40,8 +40,11 @@ class Api:
             ),
         ).token
 
-    async def call(self, method: str, path: str, body: Any, *, disconnect: bool = False) -> Any:
-        """One request; with ``disconnect`` the client is gone once the body was read."""
+    async def call(
+        self, method: str, path: str, body: Any, *, disconnect: bool = False, expect: int = 0
+    ) -> Any:
+        """One request; with ``disconnect`` the client is gone once the body was read.
+        Any success is expected unless ``expect`` names the status."""
         payload = json.dumps(body).encode()
         scope = {
             "type": "http",
@@ -77,7 +80,7 @@ class Api:
         await self.app(scope, receive, send)
         status = next(m["status"] for m in sent if m["type"] == "http.response.start")
         data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        assert status < 300, (status, data)
+        assert status == expect if expect else status < 300, (status, data)
         return json.loads(data)
 
     async def session(self) -> str:
