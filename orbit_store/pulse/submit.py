@@ -35,6 +35,16 @@ from .transitions import append_event
 #: How long an idempotency key is remembered (covers client retries and outbox relays).
 KEY_RETENTION = dt.timedelta(days=7)
 
+#: Built once (every submission looks its key up); values are bound per call.
+_BY_KEY = (
+    sa.select(submission_keys.c.request_digest, tasks.c.id, tasks.c.state)
+    .join(tasks, tasks.c.id == submission_keys.c.task_id)
+    .where(
+        submission_keys.c.namespace == sa.bindparam("namespace"),
+        submission_keys.c.idempotency_key == sa.bindparam("key"),
+    )
+)
+
 
 @dataclass(frozen=True)
 class SubmitRequest:
@@ -74,14 +84,7 @@ def find_submission(
     conn: sa.Connection, namespace: str, idempotency_key: str, digest: str
 ) -> SubmitResult | None:
     """Look a submission up by its key: the way to resolve an unknown commit outcome."""
-    row = conn.execute(
-        sa.select(submission_keys.c.request_digest, tasks.c.id, tasks.c.state)
-        .join(tasks, tasks.c.id == submission_keys.c.task_id)
-        .where(
-            submission_keys.c.namespace == namespace,
-            submission_keys.c.idempotency_key == idempotency_key,
-        )
-    ).one_or_none()
+    row = conn.execute(_BY_KEY, {"namespace": namespace, "key": idempotency_key}).one_or_none()
     if row is None:
         return None
     if row.request_digest != digest:
@@ -172,23 +175,22 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
         conn, request.namespace, request.queue, now
     )
     task_id = new_id()
-    conn.execute(
-        tasks.insert().values(**task_row(request, admission, task_id, path, counted, semaphore))
-    )
+    conn.execute(tasks.insert(), task_row(request, admission, task_id, path, counted, semaphore))
     if semaphore is not None and path is WaitPath.READY:
         semaphores.take_permits(conn, request.namespace, semaphore.key, [task_id], now)
     if counted:
         quota.count(conn, request.namespace, request.queue, waiting=1)
     if request.idempotency_key is not None:
         conn.execute(
-            submission_keys.insert().values(
-                namespace=request.namespace,
-                idempotency_key=request.idempotency_key,
-                request_digest=request.digest(),
-                task_id=task_id,
-                created_at=now,
-                expires_at=now + KEY_RETENTION,
-            )
+            submission_keys.insert(),
+            {
+                "namespace": request.namespace,
+                "idempotency_key": request.idempotency_key,
+                "request_digest": request.digest(),
+                "task_id": task_id,
+                "created_at": now,
+                "expires_at": now + KEY_RETENTION,
+            },
         )
     append_event(
         conn,
