@@ -329,26 +329,41 @@ class Bench:
 
     def orbit_cell(self, client: Client, slots: int) -> dict[str, float]:
         n, (mark, conns, cpu) = self.args.tasks, self.mark()
+        cpus = [cpu]  # server CPU seconds at each phase boundary
+
+        def lap() -> None:
+            cpus.append(self.mark()[2])
+
         submit_s = self.submit(client, n)
+        lap()
         drain_s = self.drain(slots, mark)
+        lap()
         mark = self.mark()[0]
         self.submit(client, n)
         self.wait_done()
         live_s = self.phase(mark)[1]
         self.stop(self.workers)
         self.workers, mark = [], self.mark()[0]
+        lap()
         many_s = self.submit_many(client, n)
+        lap()
         many_drain_s = self.drain(slots, mark)
+        lap()
         out = {"submit": n / submit_s, "drain": n / drain_s, "e2e": n / (submit_s + drain_s)}
         out |= {"many": n / many_s, "many_drain": n / many_drain_s}
         out["many_e2e"] = n / (many_s + many_drain_s)
         _, conns_after, cpu_after = self.mark()
         out |= {"live": n / live_s, "cpu": (cpu_after - cpu) * 1000 / (3 * n)}
+        phases = [(cpus[k + 1] - cpus[k]) * 1000 / n for k in range(len(cpus) - 1)]
+        names = ("cpu_submit", "cpu_drain", "cpu_live", "cpu_many", "cpu_drain2")
+        out |= dict(zip(names, phases, strict=True))
         say(
             f"  orbit {slots:2} slots: submit {out['submit']:6,.0f}/s, drain {out['drain']:6,.0f}",
             f"/s, e2e {out['e2e']:6,.0f}/s, live {out['live']:6,.0f}/s; submit_many ",
             f"{out['many']:6,.0f}/s, drain {out['many_drain']:6,.0f}/s, e2e ",
-            f"{out['many_e2e']:6,.0f}/s; server CPU {out['cpu']:.2f} ms/task; ",
+            f"{out['many_e2e']:6,.0f}/s; server CPU {out['cpu']:.2f} ms/task (submit ",
+            f"{out['cpu_submit']:.2f}, drain {out['cpu_drain']:.2f}, live {out['cpu_live']:.2f}, ",
+            f"submit_many {out['cpu_many']:.2f}, its drain {out['cpu_drain2']:.2f}); ",
             f"{(conns_after - conns) / (3 * n):.2f} new MySQL connections/task (server-wide)",
         )
         return out
