@@ -11,7 +11,8 @@ Every item keeps its own answer: an item the server refused raises, in the threa
 for it, the same typed error the single-item call raises (``StaleAttempt``, ``LeaseLost``, …);
 a call that failed as a whole raises its error in every waiting thread, whose own retry rules
 (``_attempt.AttemptRunner``) then apply. A server without the batched calls (404 on the batch
-path) is detected once and spoken to one item at a time.
+path) is detected once and spoken to one item at a time; a batch refused as a whole (413/422: say,
+several large results together over the body limit) is sent again item by item.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import httpx
 
 from . import _calls
 from ._transport import Call
-from .errors import NotFound, OrbitError, error_for_problem
+from .errors import NotFound, OrbitError, PayloadTooLarge, ValidationFailed, error_for_problem
 from .models import Problem
 
 log = logging.getLogger("orbit_sdk.worker")
@@ -103,6 +104,14 @@ class CallBatcher:
                 # one predates the batched calls.
                 log.info("server has no batched worker calls; reporting one by one")
                 self.batched = False
+            except (PayloadTooLarge, ValidationFailed) as exc:
+                if len(taken) == 1:
+                    taken[0][1].set_exception(exc)
+                    return
+                # The body as a whole was refused (e.g. several large results together over the
+                # server's body limit): one by one, so only an offending item hears about it and
+                # its neighbours' outcomes are not replaced by its fallback.
+                log.info("batched call refused as a whole (%s); sending its items one by one", exc)
             except Exception as exc:
                 for _, future in taken:
                     future.set_exception(exc)
