@@ -120,6 +120,9 @@ def submit(
     elif result.wait_path is WaitPath.READY:
         ctx.wakeups.notify(namespace, body.queue, body.handler)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
+    if result.row is not None:  # new: answer from what was written (no read-back)
+        view = queries.task_view_from_row(result.row)
+        return schemas.Task.model_validate({**view.__dict__, "replayed": False})
     return _task(ctx, namespace, result.task_id, replayed=result.replayed)
 
 

@@ -175,7 +175,8 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
         conn, request.namespace, request.queue, now
     )
     task_id = new_id()
-    conn.execute(tasks.insert(), task_row(request, admission, task_id, path, counted, semaphore))
+    row = task_row(request, admission, task_id, path, counted, semaphore)
+    conn.execute(tasks.insert(), row)
     if semaphore is not None and path is WaitPath.READY:
         semaphores.take_permits(conn, request.namespace, semaphore.key, [task_id], now)
     if counted:
@@ -203,7 +204,9 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
         reason="submitted",
         actor=request.submitted_by,
     )
-    return SubmitResult(task_id=task_id, state=TaskState.WAITING, replayed=False, wait_path=path)
+    return SubmitResult(
+        task_id=task_id, state=TaskState.WAITING, replayed=False, wait_path=path, row=row
+    )
 
 
 def task_row(

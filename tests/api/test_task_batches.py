@@ -47,3 +47,20 @@ def test_each_item_is_created_replayed_conflicting_or_refused_on_its_own(api: Ap
 def test_more_than_a_thousand_items_is_refused_as_a_whole(api: Api) -> None:
     problem = _batch(api, [{"handler": "h"}] * 1001, status=422)
     assert problem["type"] == PROBLEMS + "validation"
+
+
+def test_a_new_task_is_answered_from_what_was_written_exactly_as_a_read_shows_it(api: Api) -> None:
+    """The submit response is built from the written row (no read-back): it must say what a
+    GET of the task says."""
+    body = {"handler": "h", "params": {"x": [1, 2.5, "é"]}, "priority": 7, "delay_seconds": 30}
+
+    async def scenario() -> tuple[Any, Any]:
+        created = await api.call("POST", f"/v1/namespaces/{api.namespace}/tasks", body)
+        path = f"/v1/namespaces/{api.namespace}/tasks/{created['id']}"
+        return created, await api.call("GET", path, None)
+
+    created, read = asyncio.run(scenario())
+    read.pop("attempts"), read.pop("events"), read.pop("runnable_by_live_worker")
+    created.pop("runnable_by_live_worker")
+    assert created == read
+    assert created["waiting_reason"] == "scheduled"
