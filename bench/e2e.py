@@ -3,7 +3,9 @@ same task lifecycle written as plain PyMySQL (the raw-SQL ceiling), measured in 
 
 For each total of worker slots (1 = one process with 1 slot, 4 = 2+2, 16 = 8+8): submit N tasks
 over HTTP (SDK ``Client.submit``, several threads), start the workers, wait until all are SUCCEEDED
-("pre-submitted"); then submit N more while the workers run ("live"). Drain time comes from the
+("pre-submitted"); then submit N more while the workers run ("live"); then stop the workers, submit
+N more with ``Client.submit_many`` (requests of --batch-size) and drain them again. The workers
+batch their starts and reports (worker protocol 2). Drain time comes from the
 database's own timestamps (first lease -> last finish), so worker start-up is not counted.
 Dispatch latency: idle long-polling workers, one task at a time; available_at -> leased/started.
 Raw: scratch tables made with CREATE TABLE ... LIKE, as many processes as slots, READ COMMITTED.
@@ -321,26 +323,65 @@ class Bench:
             say(f"  ! {attempts} attempts for {tasks} tasks (retries or lost leases)")
         return (finished - leased).total_seconds(), (finished - created).total_seconds()
 
-    def orbit_cell(self, client: Client, slots: int) -> dict[str, float]:
-        n, (mark, conns, cpu) = self.args.tasks, self.mark()
-        submit_s = self.submit(client, n)
+    def submit_many(self, client: Client, n: int) -> float:
+        """``Client.submit_many`` in requests of ``--batch-size``, ``--submitters`` at a time."""
+        items = [{"handler": "bench.noop", "params": {"i": i}} for i in range(n)]
+        size = self.args.batch_size
+        chunks = [items[k : k + size] for k in range(0, n, size)]
         began = time.perf_counter()
+        with ThreadPoolExecutor(self.args.submitters) as pool:
+            answers = list(pool.map(lambda chunk: client.submit_many(NS, chunk), chunks))
+        took = time.perf_counter() - began
+        if not all(r.status == "created" for results in answers for r in results):
+            raise RuntimeError("submit_many: some items were not created")
+        self.expected += n
+        return took
+
+    def drain(self, slots: int, mark: Any) -> float:
+        """Start the workers on the pre-submitted backlog; seconds from first lease to last
+        finish (DB clock)."""
         self.start_workers(slots)
         self.wait_done()
-        wall = time.perf_counter() - began
-        drain_s = self.phase(mark)[0]
+        return self.phase(mark)[0]
+
+    def orbit_cell(self, client: Client, slots: int) -> dict[str, float]:
+        n, (mark, conns, cpu) = self.args.tasks, self.mark()
+        cpus = [cpu]  # server CPU seconds at each phase boundary
+
+        def lap() -> None:
+            cpus.append(self.mark()[2])
+
+        submit_s = self.submit(client, n)
+        lap()
+        drain_s = self.drain(slots, mark)
+        lap()
         mark = self.mark()[0]
         self.submit(client, n)
         self.wait_done()
         live_s = self.phase(mark)[1]
+        self.stop(self.workers)
+        self.workers, mark = [], self.mark()[0]
+        lap()
+        many_s = self.submit_many(client, n)
+        lap()
+        many_drain_s = self.drain(slots, mark)
+        lap()
         out = {"submit": n / submit_s, "drain": n / drain_s, "e2e": n / (submit_s + drain_s)}
+        out |= {"many": n / many_s, "many_drain": n / many_drain_s}
+        out["many_e2e"] = n / (many_s + many_drain_s)
         _, conns_after, cpu_after = self.mark()
-        out |= {"live": n / live_s, "cpu": (cpu_after - cpu) * 1000 / (2 * n)}
+        out |= {"live": n / live_s, "cpu": (cpu_after - cpu) * 1000 / (3 * n)}
+        phases = [(cpus[k + 1] - cpus[k]) * 1000 / n for k in range(len(cpus) - 1)]
+        names = ("cpu_submit", "cpu_drain", "cpu_live", "cpu_many", "cpu_drain2")
+        out |= dict(zip(names, phases, strict=True))
         say(
             f"  orbit {slots:2} slots: submit {out['submit']:6,.0f}/s, drain {out['drain']:6,.0f}",
-            f"/s (wall incl. worker start-up {wall:.1f}s), e2e {out['e2e']:6,.0f}/s, live ",
-            f"{out['live']:6,.0f}/s; server CPU {out['cpu']:.1f} ms/task; ",
-            f"{(conns_after - conns) / (2 * n):.2f} new MySQL connections/task (server-wide)",
+            f"/s, e2e {out['e2e']:6,.0f}/s, live {out['live']:6,.0f}/s; submit_many ",
+            f"{out['many']:6,.0f}/s, drain {out['many_drain']:6,.0f}/s, e2e ",
+            f"{out['many_e2e']:6,.0f}/s; server CPU {out['cpu']:.2f} ms/task (submit ",
+            f"{out['cpu_submit']:.2f}, drain {out['cpu_drain']:.2f}, live {out['cpu_live']:.2f}, ",
+            f"submit_many {out['cpu_many']:.2f}, its drain {out['cpu_drain2']:.2f}); ",
+            f"{(conns_after - conns) / (3 * n):.2f} new MySQL connections/task (server-wide)",
         )
         return out
 
@@ -377,12 +418,19 @@ def report(bench: Bench, rows: list[Any], lat: dict[str, list[float]]) -> None:
         "drain = N / (first lease -> last finish, DB clock); e2e = N / (submit time + drain ",
         "time); live = N submitted while the workers ran / (first submit -> last finish)",
     )
-    head = "Orbit submit/s,drain/s,e2e/s,live/s,raw submit/s,drain/s,e2e/s,e2e ratio,drain ratio"
-    say("slots", *(f"{h:>15}" for h in head.split(",")))
+    head = "Orbit submit/s,drain/s,e2e/s,many e2e/s,raw submit/s,drain/s,e2e/s"
+    say("slots", *(f"{h:>13}" for h in head.split(",")), "  CPU ms/task")
     for slots, o, r in rows:
-        cells = [o["submit"], o["drain"], o["e2e"], o["live"], r["submit"], r["drain"], r["e2e"]]
-        ratios = f"{o['e2e'] / r['e2e']:>15.2f}{o['drain'] / r['drain']:>15.2f}"
-        say(f"{slots:>5}", *(f"{v:>15,.0f}" for v in cells), ratios)
+        cells = [o["submit"], o["drain"], o["e2e"], o["many_e2e"], r["submit"], r["drain"]]
+        say(f"{slots:>5}", *(f"{v:>13,.0f}" for v in [*cells, r["e2e"]]), f"{o['cpu']:>13.2f}")
+    say("\nratios to the raw-SQL lifecycle of the same run (issue 9 targets in brackets):")
+    for slots, o, r in rows:
+        say(
+            f"{slots:>5} slots: one-by-one e2e {o['e2e'] / r['e2e']:.2f}x [>=1.5], submit_many ",
+            f"e2e {o['many_e2e'] / r['e2e']:.2f}x [>=3], drain {o['drain'] / r['drain']:.2f}x ",
+            f"(after submit_many {o['many_drain'] / r['drain']:.2f}x) [>=3], server CPU ",
+            f"{o['cpu']:.2f} ms/task [<=2]",
+        )
     say(f"(ratio = Orbit / raw; raw deadlock/lock-wait retries: {[r[2]['retries'] for r in rows]})")
     if lat:
         n, plan = len(next(iter(lat.values()))), "+".join(map(str, PLANS[args.latency_slots]))
@@ -411,6 +459,7 @@ def main() -> None:
     add("--spacing", type=float, default=0.02, help="seconds between latency samples")
     add("--latency-slots", type=int, default=4, choices=sorted(PLANS), help="default 4 (2+2)")
     add("--submitters", type=int, default=8, help="submitting threads / raw processes")
+    add("--batch-size", type=int, default=1000, help="items per submit_many request (<= 1000)")
     add("--slots", type=int, nargs="+", default=sorted(PLANS), choices=sorted(PLANS))
     add("--server-workers", default="1", help="orbit server --workers (default 1)")
     add("--log-level", default="INFO", help="ORBIT_LOG_LEVEL of the server and workers")

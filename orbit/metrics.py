@@ -57,6 +57,13 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
         )
+        self.batch_items = Histogram(
+            "orbit_batch_items",
+            "Items per batched call (worker protocol 2 starts and completions, bulk submissions).",
+            ["call"],
+            registry=self.registry,
+            buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000),
+        )
         self.lease_expiries = Counter(
             "orbit_lease_expiries_total",
             "Leases that lapsed and were handled by the reaper.",

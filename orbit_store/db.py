@@ -118,7 +118,8 @@ def create_store_engine(url: str, **kwargs: Any) -> sa.Engine:
         return _mysql_engine(url, **kwargs)
     raise ValueError(
         f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
-        "use mysql+pymysql://USER:PASSWORD@HOST:PORT/DB or sqlite:///PATH"
+        "use mysql+pymysql://USER:PASSWORD@HOST:PORT/DB (or mysql+mysqldb://… with the "
+        "mysqlclient extra installed) or sqlite:///PATH"
     )
 
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from fastapi import FastAPI
@@ -29,14 +30,17 @@ from . import (
     limits,
     problems,
     routes_admin,
+    routes_attempt_batches,
     routes_audit,
     routes_health,
     routes_identity,
     routes_schedules,
     routes_subscriptions,
+    routes_task_batches,
     routes_tasks,
     routes_workers,
     routes_workflows,
+    schemas_batches,
 )
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
@@ -144,11 +148,14 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         body_limit.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes)
     )
     app.state.ctx = ctx
+    _declare_worker_protocol(app)
     app.state.engine = engine
     app.state.token_cache = TokenCache()
     problems.install(app)
+    app.include_router(routes_task_batches.router)
     app.include_router(routes_tasks.router)
     app.include_router(routes_workers.router)
+    app.include_router(routes_attempt_batches.router)
     app.include_router(routes_schedules.router)
     app.include_router(routes_workflows.router)
     app.include_router(routes_health.router)
@@ -157,3 +164,16 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.include_router(routes_admin.router)
     app.include_router(routes_identity.router)
     return app
+
+
+def _declare_worker_protocol(app: FastAPI) -> None:
+    """``info.x-worker-protocol`` in the OpenAPI document: which worker calls this server has
+    (2: batched start and complete), so a client can choose before its first call."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        schema["info"]["x-worker-protocol"] = schemas_batches.WORKER_PROTOCOL
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -75,6 +75,25 @@ _STORE_ERRORS: list[tuple[type[Exception], int, str]] = [
 ]
 
 
+def store_status(exc: store.StoreError) -> tuple[int, str]:
+    """The HTTP status and problem slug a store error is answered with."""
+    for cls, status, slug in _STORE_ERRORS:
+        if isinstance(exc, cls):
+            return status, slug
+    return 500, "internal"
+
+
+def problem_body(status: int, slug: str, detail: str | None, instance: str) -> dict[str, Any]:
+    """A problem document as data: what a batch answers for one refused item."""
+    return {
+        "type": PROBLEM_BASE + slug,
+        "title": TITLES[slug],
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+    }
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiProblem)
     async def _api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
@@ -86,10 +105,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(store.StoreError)
     async def _store_error(request: Request, exc: store.StoreError) -> JSONResponse:
-        for cls, status, slug in _STORE_ERRORS:
-            if isinstance(exc, cls):
-                return problem(status, slug, str(exc), request)
-        return problem(500, "internal", str(exc), request)
+        status, slug = store_status(exc)
+        return problem(status, slug, str(exc), request)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

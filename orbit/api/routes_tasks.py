@@ -56,7 +56,9 @@ def _task(ctx: AppContext, namespace: str, task_id: str, **extra: Any) -> schema
     return schemas.Task.model_validate({**view.__dict__, **extra})
 
 
-def _request(namespace: str, body: schemas.TaskSubmission, submitter: str) -> SubmitRequest:
+def submission_request(
+    namespace: str, body: schemas.TaskSubmission, submitter: str
+) -> SubmitRequest:
     retry = body.retry or schemas.RetryPolicyIn()
     return SubmitRequest(
         namespace=namespace,
@@ -109,7 +111,7 @@ def submit(
     413 ``payload-too-large`` when ``params`` exceed the server's ``max_payload_bytes``."""
     authorize(credential, namespace, Role.SUBMIT)
     limits.check_payload(ctx.settings.max_payload_bytes, params=body.params)
-    result = service.submit(ctx.engine, _request(namespace, body, credential.name))
+    result = service.submit(ctx.engine, submission_request(namespace, body, credential.name))
     ctx.metrics.submissions.labels(
         namespace, body.queue, "replayed" if result.replayed else "new"
     ).inc()
@@ -118,6 +120,9 @@ def submit(
     elif result.wait_path is WaitPath.READY:
         ctx.wakeups.notify(namespace, body.queue, body.handler)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
+    if result.row is not None:  # new: answer from what was written (no read-back)
+        view = queries.task_view_from_row(result.row)
+        return schemas.Task.model_validate({**view.__dict__, "replayed": False})
     return _task(ctx, namespace, result.task_id, replayed=result.replayed)
 
 

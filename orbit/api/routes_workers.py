@@ -41,7 +41,7 @@ router = APIRouter(tags=["workers"])
 SessionId = Annotated[str, Path(min_length=1, max_length=36)]
 AttemptId = Annotated[str, Path(min_length=1, max_length=36)]
 
-_START_REFUSALS = {
+START_REFUSALS = {
     StartRefusal.NOT_FOUND: (404, "not-found"),
     StartRefusal.INVALID_TOKEN: (403, "invalid-attempt-token"),
     StartRefusal.STALE_ATTEMPT: (409, "stale-attempt"),
@@ -52,7 +52,7 @@ _START_REFUSALS = {
 }
 
 
-def _worker(credential: Credential) -> str:
+def worker_namespace(credential: Credential) -> str:
     authorize(credential, credential.namespace, Role.WORK)
     return credential.namespace
 
@@ -120,7 +120,7 @@ async def lease(
     poll interval, then asks a read-only probe whether a claim would find anything. Tasks
     granted to a client that has disconnected meanwhile are handed back at once, their
     attempt not spent."""
-    namespace = _worker(credential)
+    namespace = worker_namespace(credential)
     deadline = time.monotonic() + body.wait_seconds
     claim = functools.partial(
         claim_tasks,
@@ -206,7 +206,7 @@ def _observe_dispatch(ctx: AppContext, grants: list[LeaseGrant]) -> None:
     summary="Stop leasing; running attempts continue",
 )
 def drain(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> schemas.Session:
-    namespace = _worker(credential)
+    namespace = worker_namespace(credential)
     view = run_transaction(
         ctx.engine,
         functools.partial(sessions.drain_session, namespace=namespace, session_id=session_id),
@@ -221,7 +221,7 @@ def drain(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> sch
     summary="Close a session; leases it still holds lapse",
 )
 def close(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> Response:
-    namespace = _worker(credential)
+    namespace = worker_namespace(credential)
     run_transaction(
         ctx.engine,
         functools.partial(sessions.close_session, namespace=namespace, session_id=session_id),
@@ -238,7 +238,7 @@ def close(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> Res
 def start(
     attempt_id: AttemptId, body: schemas.StartRequest, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.StartResponse:
-    namespace = _worker(credential)
+    namespace = worker_namespace(credential)
     result = run_transaction(
         ctx.engine,
         functools.partial(
@@ -251,7 +251,7 @@ def start(
     )
     if not result.started:
         assert result.refusal is not None
-        status, slug = _START_REFUSALS[result.refusal]
+        status, slug = START_REFUSALS[result.refusal]
         raise ApiProblem(status, slug, f"attempt {attempt_id}: {result.refusal.value}")
     return schemas.StartResponse(
         started=True,
@@ -269,7 +269,7 @@ def start(
 def heartbeat(
     body: schemas.HeartbeatRequest, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.HeartbeatResponse:
-    namespace = _worker(credential)
+    namespace = worker_namespace(credential)
     session = None
     if body.session_id is not None:
         view = run_transaction(
@@ -303,7 +303,7 @@ def complete(
 ) -> schemas.CompletionResponse:
     """``duplicate`` when this outcome was already recorded; 409 ``stale-attempt`` when the
     attempt was superseded (the report is kept on the attempt as evidence)."""
-    namespace = _worker(credential)
+    namespace = worker_namespace(credential)
     limits.check_payload(ctx.settings.max_payload_bytes, result=body.result, error=body.error)
     result = run_transaction(
         ctx.engine,

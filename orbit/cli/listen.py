@@ -25,7 +25,7 @@ MaxPayloadBytes = Annotated[
 def bind(host: str, port: int, command: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family, backlog=2048)
+        sock = socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
         reason = "is already in use" if exc.errno == 98 else f"cannot be used ({exc.strerror})"
         fail(
@@ -33,3 +33,9 @@ def bind(host: str, port: int, command: str) -> socket.socket:
             "Stop it or choose another --port.",
             ExitCode.UNAVAILABLE,
         )
+    # Accepted connections inherit TCP_NODELAY from the listening socket. Without it every
+    # response paid ~40 ms: uvicorn writes headers and body separately, Nagle holds the body
+    # until the client's delayed ACK (asyncio sets NODELAY itself only on sockets it made with
+    # proto=IPPROTO_TCP; socket.create_server leaves proto 0).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock

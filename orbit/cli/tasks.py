@@ -1,4 +1,5 @@
-"""`orbit task submit|get|list|watch|cancel|review|retry`: tasks through a server, via the SDK.
+"""`orbit task submit|submit-many|get|list|watch|cancel|review|retry`: tasks through a server,
+via the SDK.
 
 Exit codes (exits.py): 0 done; 2 invalid input; 4 token problem; 5 server unreachable; 1 any
 other refusal. With `--wait` and `watch`: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 NEEDS_REVIEW,
@@ -17,7 +18,7 @@ import typer
 
 from orbit_sdk import Task, TaskState, TimeoutExpired
 
-from . import paging
+from . import paging, task_bulk
 from .exits import ExitCode, for_state
 from .inputs import read_json
 from .output import Output, OutputFormat, plain, print_item, print_list, print_rows
@@ -27,6 +28,7 @@ from .task_views import TASK_COLUMNS, describe_task, event_line
 app = typer.Typer(
     help="Submit, inspect, watch and cancel tasks on an Orbit server.", no_args_is_help=True
 )
+app.command("submit-many")(task_bulk.submit_many)
 
 
 class Safety(enum.StrEnum):

@@ -14,6 +14,14 @@ from orbit_store.schema import event_deliveries, subscriptions
 
 from .model import DeliveryState, EventFilter
 
+#: Built once (every outcome reads its namespace's subscriptions); the namespace is bound.
+_SUBSCRIPTIONS = (
+    sa.select(subscriptions.c.id, subscriptions.c.filter)
+    .where(subscriptions.c.namespace == sa.bindparam("namespace"))
+    .order_by(subscriptions.c.id)
+    .with_for_update(read=True)
+)
+
 
 def fan_out(
     conn: sa.Connection, event_id: str, task: Any, task_state: str, *, now: dt.datetime
@@ -22,12 +30,7 @@ def fan_out(
     returns how many. Runs inside Pulse's outcome transaction, after its own locks: the
     namespace's subscriptions are read in share mode, so none can be deleted before this
     transaction commits the deliveries that reference it."""
-    rows = conn.execute(
-        sa.select(subscriptions.c.id, subscriptions.c.filter)
-        .where(subscriptions.c.namespace == task.namespace)
-        .order_by(subscriptions.c.id)
-        .with_for_update(read=True)
-    ).all()
+    rows = conn.execute(_SUBSCRIPTIONS, {"namespace": task.namespace}).all()
     matching = [
         row.id
         for row in rows

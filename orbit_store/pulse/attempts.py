@@ -33,12 +33,18 @@ def lock_attempt(conn: sa.Connection, attempt_id: str) -> sa.Row[Any] | None:
 def find_attempt(conn: sa.Connection, namespace: str, attempt_id: str) -> sa.Row[Any] | None:
     """Non-locking read of the attempt and its task's gate (a gate_id never changes), used to
     learn what to lock first (lock order: gate → task → attempt)."""
-    query = (
-        sa.select(task_attempts, tasks.c.gate_id)
-        .join(tasks, tasks.c.id == task_attempts.c.task_id)
-        .where(task_attempts.c.id == attempt_id, task_attempts.c.namespace == namespace)
+    return conn.execute(_FIND, {"attempt_id": attempt_id, "namespace": namespace}).one_or_none()
+
+
+#: Built once (hot path: every start and completion); values are bound per call.
+_FIND = (
+    sa.select(task_attempts, tasks.c.gate_id)
+    .join(tasks, tasks.c.id == task_attempts.c.task_id)
+    .where(
+        task_attempts.c.id == sa.bindparam("attempt_id"),
+        task_attempts.c.namespace == sa.bindparam("namespace"),
     )
-    return conn.execute(query).one_or_none()
+)
 
 
 def finish_attempt(

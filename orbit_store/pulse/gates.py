@@ -117,12 +117,16 @@ def gate_is_open(conn: sa.Connection, gate_id: str | None) -> bool:
     Taken before the task row it is about (lock order gate → task). No gate: open."""
     if gate_id is None:
         return True
-    allowed = conn.execute(
-        sa.select(execution_gates.c.allowed)
-        .where(execution_gates.c.id == gate_id)
-        .with_for_update(read=True)
-    ).scalar_one_or_none()
+    allowed = conn.execute(_GATE_ALLOWED, {"gate_id": gate_id}).scalar_one_or_none()
     return bool(allowed)
+
+
+#: Built once (every start and completion of a gated task); the id is bound per call.
+_GATE_ALLOWED = (
+    sa.select(execution_gates.c.allowed)
+    .where(execution_gates.c.id == sa.bindparam("gate_id"))
+    .with_for_update(read=True)
+)
 
 
 def gates_open(conn: sa.Connection, gate_ids: set[str]) -> dict[str, bool]:

@@ -6,7 +6,7 @@ import datetime as dt
 import enum
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -167,6 +167,9 @@ class SubmitResult:
     state: TaskState
     replayed: bool
     wait_path: WaitPath | None = None  # where a new task starts (None for a replay)
+    #: A new task's row as written (None for a replay): lets the caller answer without
+    #: reading it back (``queries.task_view_from_row``).
+    row: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 class StartRefusal(enum.StrEnum):

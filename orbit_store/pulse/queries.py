@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field, fields, replace
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
@@ -100,6 +101,13 @@ def _task_view(row: Any, workers: LiveWorkers | None) -> TaskView:
         waiting_reason=WAITING_REASONS.get(row.wait_path),
         runnable_by_live_worker=runnable,
     )
+
+
+def task_view_from_row(row: dict[str, Any]) -> TaskView:
+    """The view of a task just written (``SubmitResult.row``), without reading it back: the
+    columns it leaves to their defaults are the ones a new task has empty."""
+    written = {"finished_at": None, "result": None, "error": None, "current_attempt_id": None}
+    return _task_view(SimpleNamespace(**(written | row)), None)
 
 
 def get_task_view(

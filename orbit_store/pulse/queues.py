@@ -62,25 +62,32 @@ class SubmissionScope:
     has_quotas: bool
 
 
+#: Built once (every submission reads its scope); values are bound per call.
+_SCOPE = (
+    sa.select(namespaces.c.has_quotas, queues)
+    .select_from(
+        namespaces.outerjoin(
+            queues,
+            sa.and_(
+                queues.c.namespace == namespaces.c.name, queues.c.name == sa.bindparam("queue")
+            ),
+        )
+    )
+    .where(namespaces.c.name == sa.bindparam("namespace"))
+    .with_for_update(read=True)
+)
+
+
 def lock_submission_scope(conn: sa.Connection, namespace: str, queue: str) -> SubmissionScope:
     """The namespace and queue rows under a shared lock (one statement): deleting the queue
     (exclusive lock, ``lock_queue``) and declaring a namespace's first quota wait for the
     submissions in flight, and later submissions see what they did. The namespace row is
     created on the namespace's first submission."""
-    query = (
-        sa.select(namespaces.c.has_quotas, queues)
-        .select_from(
-            namespaces.outerjoin(
-                queues, sa.and_(queues.c.namespace == namespaces.c.name, queues.c.name == queue)
-            )
-        )
-        .where(namespaces.c.name == namespace)
-        .with_for_update(read=True)
-    )
-    row = conn.execute(query).one_or_none()
+    params = {"namespace": namespace, "queue": queue}
+    row = conn.execute(_SCOPE, params).one_or_none()
     if row is None:
         ensure_namespace(conn, namespace, db_now(conn))
-        row = conn.execute(query).one()
+        row = conn.execute(_SCOPE, params).one()
     if row.name is not None:
         return SubmissionScope(_policy_from_row(row), bool(row.has_quotas))
     default = QueuePolicy(name=DEFAULT_QUEUE) if queue == DEFAULT_QUEUE else None

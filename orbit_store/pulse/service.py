@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,7 +24,7 @@ from orbit_store.errors import CommitOutcomeUnknown, Conflict
 from orbit_store.passes import ItemPass
 from orbit_store.schema import namespaces
 
-from . import expiry, sessions
+from . import expiry, sessions, submit_batch
 from . import promote as promotion
 from .model import SubmitResult
 from .submit import SubmitRequest, find_submission, submit_task
@@ -55,6 +55,32 @@ def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
         return found
 
 
+def submit_many(
+    engine: sa.Engine, namespace: str, requests: Sequence[SubmitRequest]
+) -> list[submit_batch.BatchItemResult]:
+    """Submit ``requests`` in transactions of ``submit_batch.SUB_BATCH``; one result each.
+
+    A sub-batch that lost a race on a key to a concurrent submission (IntegrityError), or whose
+    commit outcome is unknown, runs again: its keys are then found and answered as replays, never
+    accepted twice (invariant 6). Without a key on every item an unknown commit is raised.
+    """
+    results: list[submit_batch.BatchItemResult] = []
+    for start in range(0, len(requests), submit_batch.SUB_BATCH):
+        chunk = requests[start : start + submit_batch.SUB_BATCH]
+        work = functools.partial(submit_batch.submit_tasks, namespace=namespace, requests=chunk)
+        for attempt in range(1, SUBMIT_BATCH_RUNS + 1):
+            try:
+                results += run_transaction(engine, work)
+                break
+            except (sa.exc.IntegrityError, CommitOutcomeUnknown):
+                unkeyed = any(r.idempotency_key is None for r in chunk)
+                if attempt == SUBMIT_BATCH_RUNS or unkeyed:
+                    raise
+                time.sleep(retry_sleep(attempt))
+    return results
+
+
+SUBMIT_BATCH_RUNS = 3
 REGISTER_ATTEMPTS = 5
 
 

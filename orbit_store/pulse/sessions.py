@@ -59,11 +59,20 @@ def session_is_live(conn: sa.Connection, namespace: str, session_id: str | None)
     if session_id is None:
         return True
     state = conn.execute(
-        sa.select(worker_sessions.c.state)
-        .where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
-        .with_for_update(read=True)
+        _SESSION_STATE, {"session_id": session_id, "namespace": namespace}
     ).scalar_one_or_none()
     return state in LIVE
+
+
+#: Built once (hot path: every start); values are bound per call.
+_SESSION_STATE = (
+    sa.select(worker_sessions.c.state)
+    .where(
+        worker_sessions.c.id == sa.bindparam("session_id"),
+        worker_sessions.c.namespace == sa.bindparam("namespace"),
+    )
+    .with_for_update(read=True)
+)
 
 
 def register_session(

@@ -35,6 +35,16 @@ from .transitions import append_event
 #: How long an idempotency key is remembered (covers client retries and outbox relays).
 KEY_RETENTION = dt.timedelta(days=7)
 
+#: Built once (every submission looks its key up); values are bound per call.
+_BY_KEY = (
+    sa.select(submission_keys.c.request_digest, tasks.c.id, tasks.c.state)
+    .join(tasks, tasks.c.id == submission_keys.c.task_id)
+    .where(
+        submission_keys.c.namespace == sa.bindparam("namespace"),
+        submission_keys.c.idempotency_key == sa.bindparam("key"),
+    )
+)
+
 
 @dataclass(frozen=True)
 class SubmitRequest:
@@ -74,14 +84,7 @@ def find_submission(
     conn: sa.Connection, namespace: str, idempotency_key: str, digest: str
 ) -> SubmitResult | None:
     """Look a submission up by its key: the way to resolve an unknown commit outcome."""
-    row = conn.execute(
-        sa.select(submission_keys.c.request_digest, tasks.c.id, tasks.c.state)
-        .join(tasks, tasks.c.id == submission_keys.c.task_id)
-        .where(
-            submission_keys.c.namespace == namespace,
-            submission_keys.c.idempotency_key == idempotency_key,
-        )
-    ).one_or_none()
+    row = conn.execute(_BY_KEY, {"namespace": namespace, "key": idempotency_key}).one_or_none()
     if row is None:
         return None
     if row.request_digest != digest:
@@ -92,7 +95,7 @@ def find_submission(
     return SubmitResult(task_id=row.id, state=TaskState(row.state), replayed=True)
 
 
-def _validate(request: SubmitRequest, policy: QueuePolicy) -> None:
+def validate(request: SubmitRequest, policy: QueuePolicy) -> None:
     if not request.handler:
         raise InvalidRequest("handler must not be empty")
     if request.delay_seconds is not None and request.available_at is not None:
@@ -149,13 +152,13 @@ def admit(conn: sa.Connection, request: SubmitRequest) -> Admission:
             f"queue {request.queue!r} is being deleted and accepts no new tasks; "
             "submit to another queue"
         )
-    _validate(request, policy)
+    validate(request, policy)
     now = db_now(conn)
     if request.available_at is not None:
         available_at = request.available_at
     else:
         available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
-    return Admission(policy, scope.has_quotas, now, available_at, _gate_open(conn, request))
+    return Admission(policy, scope.has_quotas, now, available_at, gate_open_for(conn, request))
 
 
 def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> SubmitResult:
@@ -167,28 +170,28 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
         semaphore = semaphores.declare(
             conn, request.namespace, request.concurrency_key, declared, now
         )
-    path = _first_path(admission.available_at, now, admission.gate_open, semaphore)
+    path = first_path(admission.available_at, now, admission.gate_open, semaphore)
     counted = admission.has_quotas and quota.check_submission(
         conn, request.namespace, request.queue, now
     )
     task_id = new_id()
-    conn.execute(
-        tasks.insert().values(**_task_row(request, admission, task_id, path, counted, semaphore))
-    )
+    row = task_row(request, admission, task_id, path, counted, semaphore)
+    conn.execute(tasks.insert(), row)
     if semaphore is not None and path is WaitPath.READY:
         semaphores.take_permits(conn, request.namespace, semaphore.key, [task_id], now)
     if counted:
         quota.count(conn, request.namespace, request.queue, waiting=1)
     if request.idempotency_key is not None:
         conn.execute(
-            submission_keys.insert().values(
-                namespace=request.namespace,
-                idempotency_key=request.idempotency_key,
-                request_digest=request.digest(),
-                task_id=task_id,
-                created_at=now,
-                expires_at=now + KEY_RETENTION,
-            )
+            submission_keys.insert(),
+            {
+                "namespace": request.namespace,
+                "idempotency_key": request.idempotency_key,
+                "request_digest": request.digest(),
+                "task_id": task_id,
+                "created_at": now,
+                "expires_at": now + KEY_RETENTION,
+            },
         )
     append_event(
         conn,
@@ -201,10 +204,12 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
         reason="submitted",
         actor=request.submitted_by,
     )
-    return SubmitResult(task_id=task_id, state=TaskState.WAITING, replayed=False, wait_path=path)
+    return SubmitResult(
+        task_id=task_id, state=TaskState.WAITING, replayed=False, wait_path=path, row=row
+    )
 
 
-def _task_row(
+def task_row(
     request: SubmitRequest,
     admission: Admission,
     task_id: str,
@@ -252,7 +257,7 @@ def _pick(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _gate_open(conn: sa.Connection, request: SubmitRequest) -> bool:
+def gate_open_for(conn: sa.Connection, request: SubmitRequest) -> bool:
     """The task's gate, read under a shared lock; it must belong to the namespace."""
     if request.gate_id is None:
         return True
@@ -269,7 +274,7 @@ def _gate_open(conn: sa.Connection, request: SubmitRequest) -> bool:
     return bool(allowed)
 
 
-def _first_path(
+def first_path(
     available_at: dt.datetime,
     now: dt.datetime,
     gate_open: bool,

@@ -8,6 +8,7 @@ them. It speaks only HTTP (httpx + pydantic), so applications install it without
     done = client.wait("shop", task.id, timeout=30)
 """
 
+from ._bulk import SubmissionResult
 from ._transport import RetryPolicy
 from ._version import __version__
 from .client import AsyncClient, Client
@@ -120,6 +121,7 @@ __all__ = [
     "Signal",
     "StaleAttempt",
     "StartResponse",
+    "SubmissionResult",
     "Task",
     "TaskContext",
     "TaskDetail",

@@ -18,6 +18,7 @@ import httpx
 from . import _calls
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
+from ._report_buffer import CallBatcher
 from ._transport import Call
 from .context import TaskContext
 from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
@@ -61,6 +62,9 @@ class AttemptRunner:
         self.live = live
         self.stopping = stopping
         self.abandon = abandon
+        #: Set by the worker when it runs: starts and reports then go in batched calls.
+        self.starts: CallBatcher | None = None
+        self.reports: CallBatcher | None = None
 
     def spawn(self, attempt: LiveAttempt) -> threading.Thread:
         self.live.add(attempt)
@@ -102,19 +106,16 @@ class AttemptRunner:
         registered = self.handlers.get(attempt.lease.handler)
         # An unsafe handler makes its task unsafe from here on: if this worker vanishes
         # mid-run, the task goes to review instead of being run again.
-        call = _calls.start_attempt(
-            ctx.attempt_id, attempt.lease.token, registered.safety if registered else None
-        )
+        safety = registered.safety if registered else None
         while True:
             try:
-                answer = self.send(call)
+                started = self._start_once(attempt, safety)
             except OrbitError as exc:
                 if not is_transient(exc):
                     log.info("task %s: start refused: %s", ctx.task_id, exc, extra=_x(ctx))
                     return False
                 log.warning("task %s: start failed: %s", ctx.task_id, exc, extra=_x(ctx))
             else:
-                started = StartResponse.model_validate(answer.json())
                 if not started.started:
                     log.info("task %s: server did not start it", ctx.task_id, extra=_x(ctx))
                     return False
@@ -124,6 +125,40 @@ class AttemptRunner:
                 if self.stopping.is_set() and not ctx.lease_lost:
                     self.report(attempt, Report("released"))
                 return False
+
+    def _start_once(self, attempt: LiveAttempt, safety: str | None) -> StartResponse:
+        lease = attempt.lease
+        if self.starts is None:
+            call = _calls.start_attempt(lease.attempt_id, lease.token, safety)
+            return StartResponse.model_validate(self.send(call).json())
+        item = {"attempt_id": lease.attempt_id, "token": lease.token}
+        if safety == "unsafe":  # only the stricter declaration changes anything
+            item["safety"] = safety
+        return StartResponse.model_validate({"started": True, **self.starts.submit(item)})
+
+    def _report_once(self, attempt: LiveAttempt, report: Report) -> CompletionResponse:
+        lease = attempt.lease
+        if self.reports is None:
+            call = _calls.complete_attempt(
+                lease.attempt_id,
+                lease.token,
+                report.outcome,
+                result=report.result,
+                error=report.error,
+                retryable=report.retryable,
+            )
+            return CompletionResponse.model_validate(self.send(call).json())
+        answer = self.reports.submit(
+            {
+                "attempt_id": lease.attempt_id,
+                "token": lease.token,
+                "outcome": report.outcome,
+                "result": report.result,
+                "error": report.error,
+                "retryable": report.retryable,
+            }
+        )
+        return CompletionResponse.model_validate({**answer, "status": answer["outcome_status"]})
 
     def execute(self, attempt: LiveAttempt) -> Report | None:
         ctx, lease = attempt.ctx, attempt.lease
@@ -146,16 +181,8 @@ class AttemptRunner:
         failure so the task does not hang."""
         ctx, backoff, fell_back = attempt.ctx, Backoff(), False
         while True:
-            call = _calls.complete_attempt(
-                ctx.attempt_id,
-                attempt.lease.token,
-                report.outcome,
-                result=report.result,
-                error=report.error,
-                retryable=report.retryable,
-            )
             try:
-                done = CompletionResponse.model_validate(self.send(call).json())
+                done = self._report_once(attempt, report)
             except StaleAttempt as exc:
                 log.warning("task %s: superseded: %s", ctx.task_id, exc, extra=_x(ctx))
                 return

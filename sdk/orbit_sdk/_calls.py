@@ -257,3 +257,15 @@ def complete_attempt(
         "retryable": retryable,
     }
     return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/complete", json=body)
+
+
+def start_attempts(items: list[dict[str, Any]]) -> Call:
+    """Worker protocol 2: ``items`` of ``{"attempt_id", "token", "safety"?}``, one transaction,
+    one answer per item. Idempotent like the single start."""
+    return Call("POST", "/v1/attempts:start", json={"items": items})
+
+
+def complete_attempts(items: list[dict[str, Any]]) -> Call:
+    """Worker protocol 2: ``items`` of completions with their ``attempt_id``; one answer per
+    item. Idempotent: the same reports again answer ``duplicate``."""
+    return Call("POST", "/v1/attempts:complete", json={"items": items})

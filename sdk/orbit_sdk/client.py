@@ -19,6 +19,7 @@ from typing import Any, Self
 import httpx
 
 from . import _calls
+from ._bulk import AsyncBulkMethods, BulkMethods
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
@@ -56,7 +57,7 @@ def _timeout_error(task_id: str, timeout: float | None, last: TaskDetail | None)
     return err
 
 
-class Client(ResultsMethods, ScheduleMethods, WorkflowMethods):
+class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
     """Synchronous client. Thread-safe; reuse one per process (it pools connections).
 
     ``server`` and ``token`` default to the ``ORBIT_SERVER`` and ``ORBIT_TOKEN`` environment
@@ -253,7 +254,9 @@ class Client(ResultsMethods, ScheduleMethods, WorkflowMethods):
         self.close()
 
 
-class AsyncClient(AsyncResultsMethods, AsyncScheduleMethods, AsyncWorkflowMethods):
+class AsyncClient(
+    AsyncBulkMethods, AsyncResultsMethods, AsyncScheduleMethods, AsyncWorkflowMethods
+):
     """The asyncio twin of ``Client`` (same methods, awaitable)."""
 
     def __init__(

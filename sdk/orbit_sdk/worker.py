@@ -34,6 +34,7 @@ from ._attempt import AttemptRunner, RegisteredHandler, is_transient
 from ._heartbeat import Heartbeater
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
+from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from ._transport import Call, RetryPolicy, SyncTransport
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
@@ -59,6 +60,8 @@ class Worker:
     termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
     pod, so the operator can revoke it when the pod goes away. The session declares the
     handlers registered before ``run()``: the server grants this worker only their tasks.
+    Starts and outcome reports of attempts that finish together go in one call, each gathered
+    for at most ``batch_linger`` seconds (``None``: one call per attempt, protocol 1).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Worker:
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        batch_linger: float | None = DEFAULT_LINGER,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -97,6 +101,7 @@ class Worker:
         if heartbeat_interval is not None:  # a session must survive a couple of missed beats
             ttl = max(ttl, int(heartbeat_interval * 3) + 1)
         self.session_ttl_seconds = min(ttl, 3600)
+        self.batch_linger = batch_linger
         http = httpx.Client(
             base_url=self.server,
             headers=default_headers(resolve_token(token)),
@@ -198,6 +203,7 @@ class Worker:
         restore = self._install_signal_handlers()
         try:
             if self._register_until_ok():
+                self._batch_calls()
                 beats = Heartbeater(self)
                 beats.start()
                 leaser = threading.Thread(
@@ -223,6 +229,12 @@ class Worker:
             self._transport.close()
         if self.fatal_error is not None:
             raise self.fatal_error
+
+    def _batch_calls(self) -> None:
+        """Starts and reports go in batched calls (worker protocol 2) unless switched off."""
+        if self.batch_linger is not None:
+            self._runner.starts = start_batcher(self.send, self.batch_linger)
+            self._runner.reports = report_batcher(self.send, self.batch_linger)
 
     def run_in_thread(self) -> threading.Thread:
         """Start ``run()`` in a daemon thread (tests, ``orbit dev``); stop with ``stop()``."""
@@ -275,6 +287,9 @@ class Worker:
         """Drain: no new grants, let handlers finish (up to ``drain_timeout``), then close the
         session -- whatever is still held lapses and the server's rules take over."""
         session = self._session
+        for batcher in (self._runner.starts, self._runner.reports):
+            if batcher is not None:
+                batcher.flush_now()  # draining: no report waits for company
         if session is not None:
             try:
                 self.send(_calls.drain_session(session.id))

@@ -1,0 +1,111 @@
+"""Bulk submission: ``POST /v1/namespaces/{ns}/tasks:batch``, up to 1,000 tasks per request.
+
+Each item is answered on its own, in request order: ``created``, ``replayed`` (its key names an
+identical earlier request — or an earlier item of the same batch), ``conflict`` (its key names a
+different request) or ``refused`` (a quota, an undeclared queue, an invalid item, params over the
+size limit) with the problem the single submission would have answered. The store accepts the
+items in transactions of 100 (``orbit_store.pulse.submit_batch``); an item answered created or
+replayed is durable when the response is sent (invariants 1, 6)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from orbit_store.credentials import Role
+from orbit_store.pulse import service
+from orbit_store.pulse.model import WaitPath
+from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit_batch import BatchItemResult
+
+from . import limits, schemas_batches
+from .auth import CurrentCredential, authorize
+from .context import AppContext, Ctx
+from .problems import problem_body, store_status
+from .routes_tasks import PROBLEMS, Namespace, submission_request
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
+
+
+@router.post(
+    ":batch",
+    response_model=schemas_batches.SubmissionBatchResponse,
+    responses=PROBLEMS,
+    summary="Submit up to 1,000 tasks, each answered on its own",
+)
+def submit_batch(
+    namespace: Namespace,
+    body: schemas_batches.SubmissionBatch,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    response: Response,
+) -> schemas_batches.SubmissionBatchResponse:
+    """200 with one result per item (``index`` is its position in ``items``). The call fails as
+    a whole only for what concerns all items (authentication, a malformed body, more than 1,000
+    items, the database unavailable — then retry the whole batch: the keys make it safe)."""
+    authorize(credential, namespace, Role.SUBMIT)
+    ctx.metrics.batch_items.labels("submit").observe(len(body.items))
+    instance = f"/v1/namespaces/{namespace}/tasks"
+    answers: dict[int, schemas_batches.SubmissionItemResult] = {}
+    accepted: list[tuple[int, SubmitRequest]] = []
+    for index, item in enumerate(body.items):
+        try:
+            limits.check_payload(ctx.settings.max_payload_bytes, params=item.params)
+        except limits.PayloadTooLarge as exc:
+            problem = problem_body(413, "payload-too-large", exc.detail, instance)
+            answers[index] = _answer(index, item.idempotency_key, "refused", problem=problem)
+            continue
+        accepted.append((index, submission_request(namespace, item, credential.name)))
+    results = service.submit_many(ctx.engine, namespace, [request for _, request in accepted])
+    for (index, request), result in zip(accepted, results, strict=True):
+        answers[index] = _item_answer(index, request, result, instance)
+    _account(ctx, namespace, accepted, results)
+    out = [answers[index] for index in range(len(body.items))]
+    counts = {status: sum(a.status == status for a in out) for status in ("created", "replayed")}
+    return schemas_batches.SubmissionBatchResponse(
+        results=out,
+        created=counts["created"],
+        replayed=counts["replayed"],
+        failed=len(out) - counts["created"] - counts["replayed"],
+    )
+
+
+def _answer(
+    index: int, key: str | None, status: str, **fields: object
+) -> schemas_batches.SubmissionItemResult:
+    return schemas_batches.SubmissionItemResult.model_validate(
+        {"index": index, "status": status, "idempotency_key": key, **fields}
+    )
+
+
+def _item_answer(
+    index: int, request: SubmitRequest, result: BatchItemResult, instance: str
+) -> schemas_batches.SubmissionItemResult:
+    key = request.idempotency_key
+    if result.result is not None:
+        status = "replayed" if result.result.replayed else "created"
+        task = {"task_id": result.result.task_id, "state": result.result.state.value}
+        return _answer(index, key, status, **task)
+    assert result.error is not None
+    code, slug = store_status(result.error)
+    problem = problem_body(code, slug, str(result.error), instance)
+    return _answer(index, key, "conflict" if code == 409 else "refused", problem=problem)
+
+
+def _account(
+    ctx: AppContext,
+    namespace: str,
+    accepted: list[tuple[int, SubmitRequest]],
+    results: list[BatchItemResult],
+) -> None:
+    """Metrics per item, and one wake-up per (queue, handler) for the tasks made ready."""
+    ready: dict[tuple[str, str], int] = {}
+    for (_, request), result in zip(accepted, results, strict=True):
+        if result.result is None:
+            continue
+        outcome = "replayed" if result.result.replayed else "new"
+        ctx.metrics.submissions.labels(namespace, request.queue, outcome).inc()
+        if result.result.wait_path is WaitPath.READY:
+            lane = (request.queue, request.handler)
+            ready[lane] = ready.get(lane, 0) + 1
+    for (queue, handler), count in ready.items():
+        ctx.wakeups.notify(namespace, queue, handler, count=count)

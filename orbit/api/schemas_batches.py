@@ -1,0 +1,86 @@
+"""Bodies of the batched calls: many attempts started or completed per request (worker
+protocol 2) and many tasks submitted per request. Every item answers on its own: ``ok`` with
+the single-item call's answer, or ``refused`` with the problem document the single-item call
+would have answered with."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import Field
+
+from .schemas import Completion, Out, Problem, Safety, Strict, TaskStateName, TaskSubmission
+
+#: Bumped when the worker calls change shape; in the OpenAPI document as ``x-worker-protocol``.
+#: 2: ``POST /v1/attempts:start`` and ``POST /v1/attempts:complete`` (batches).
+WORKER_PROTOCOL = 2
+MAX_ATTEMPT_BATCH = 100
+MAX_SUBMIT_BATCH = 1000
+
+
+class StartItem(Strict):
+    attempt_id: str = Field(..., min_length=1, max_length=36)
+    token: str = Field(..., min_length=1, max_length=128)
+    safety: Safety | None = Field(None, description="The handler's declared safety.")
+
+
+class StartBatch(Strict):
+    items: list[StartItem] = Field(..., min_length=1, max_length=MAX_ATTEMPT_BATCH)
+
+
+class StartItemResult(Out):
+    attempt_id: str
+    status: Literal["ok", "refused"]
+    already_started: bool = False
+    lease_expires_at: dt.datetime | None = None
+    problem: Problem | None = None
+
+
+class StartBatchResponse(Out):
+    results: list[StartItemResult]
+
+
+class CompletionItem(Completion):
+    attempt_id: str = Field(..., min_length=1, max_length=36)
+
+
+class CompletionBatch(Strict):
+    items: list[CompletionItem] = Field(..., min_length=1, max_length=MAX_ATTEMPT_BATCH)
+
+
+class CompletionItemResult(Out):
+    attempt_id: str
+    status: Literal["ok", "refused"]
+    outcome_status: Literal["applied", "duplicate"] | None = Field(
+        None, description="For ok items: what the single-item call answers as ``status``."
+    )
+    task_state: TaskStateName | None = None
+    reason: str | None = None
+    problem: Problem | None = None
+
+
+class CompletionBatchResponse(Out):
+    results: list[CompletionItemResult]
+
+
+class SubmissionBatch(Strict):
+    items: list[TaskSubmission] = Field(..., min_length=1, max_length=MAX_SUBMIT_BATCH)
+
+
+class SubmissionItemResult(Out):
+    index: int = Field(..., description="The item's position in the request.")
+    status: Literal["created", "replayed", "conflict", "refused"]
+    idempotency_key: str | None = None
+    task_id: str | None = Field(None, description="The task created or replayed.")
+    state: TaskStateName | None = None
+    problem: Problem | None = Field(
+        None, description="Why nothing was written for this item (conflict, refused)."
+    )
+
+
+class SubmissionBatchResponse(Out):
+    results: list[SubmissionItemResult]
+    created: int
+    replayed: int
+    failed: int

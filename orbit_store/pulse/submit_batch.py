@@ -1,0 +1,233 @@
+"""Accepting many tasks in one transaction (bulk submission, issue 9).
+
+Invariants 1 and 6 hold per item: when the transaction commits, every item answered ``created``
+has its task, its idempotency record and its accepted event durable; an item whose key names an
+earlier identical request is ``replayed`` (the original task), a different request under a used
+key is a ``conflict``, and nothing is written for either. An item the rules refuse (undeclared
+or draining queue, invalid request, a quota — invariant-level checks of ``submit_task``) is
+``refused`` with its typed error and nothing of it is written; its neighbours are accepted.
+
+**The same key twice in one batch**: the later item is answered like a retry of the earlier
+one — ``replayed`` with the earlier item's task when the two requests are identical,
+``conflict`` when they differ. No key ever names two tasks.
+
+How: the keys of the whole batch are looked up in one statement; each queue's scope (namespace
+and queue rows, shared lock) is read once; then each new item is written. An item that needs
+per-item locks (a quota, a concurrency key or a gate) goes through ``enter`` inside its own
+SAVEPOINT, so a refusal rolls back only what it wrote. Every other item's task, key and event
+rows are inserted together at the end, three multi-row INSERTs for the batch. Lock order as in
+``submit_task``: namespace/queue (shared) → gate → key → quota rows → inserts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.clock import db_now
+from orbit_store.errors import Conflict, IdempotencyConflict, NotFound, StoreError
+from orbit_store.ids import new_id
+from orbit_store.schema import submission_keys, task_events, tasks
+
+from .model import SubmitResult, TaskState
+from .queues import SubmissionScope, lock_submission_scope
+from .submit import (
+    KEY_RETENTION,
+    Admission,
+    SubmitRequest,
+    enter,
+    first_path,
+    gate_open_for,
+    task_row,
+    validate,
+)
+
+#: Items per transaction: long enough to share one commit, short enough to hold the shared
+#: queue locks and quota rows for milliseconds.
+SUB_BATCH = 100
+
+
+@dataclass(frozen=True)
+class BatchItemResult:
+    """``result`` for created/replayed items; ``error`` (typed, nothing written) otherwise."""
+
+    result: SubmitResult | None = None
+    error: StoreError | None = None
+
+
+def submit_tasks(
+    conn: sa.Connection, *, namespace: str, requests: Sequence[SubmitRequest]
+) -> list[BatchItemResult]:
+    """Accept ``requests`` (one namespace, at most ``SUB_BATCH``) in this transaction; one
+    result per request, in order. See the module docstring for the rules."""
+    if len(requests) > SUB_BATCH:
+        raise ValueError(f"at most {SUB_BATCH} submissions per transaction")
+    if any(r.namespace != namespace for r in requests):
+        raise ValueError("one namespace per transaction")
+    digests = [r.digest() for r in requests]
+    known = _known_keys(conn, namespace, [r.idempotency_key for r in requests])
+    results: list[BatchItemResult | None] = [None] * len(requests)
+    fresh: list[int] = []
+    claimed: dict[str, int] = {}  # key -> index of the item in this batch that takes it
+    for index, (request, digest) in enumerate(zip(requests, digests, strict=True)):
+        key = request.idempotency_key
+        if key is not None and key in known:
+            results[index] = _replay(key, digest, *known[key])
+        elif key is not None and key in claimed:
+            continue  # answered from the earlier item's outcome below
+        else:
+            fresh.append(index)
+            if key is not None:
+                claimed[key] = index
+    now = db_now(conn)
+    scopes = {
+        queue: lock_submission_scope(conn, namespace, queue)
+        for queue in sorted({requests[i].queue for i in fresh})
+    }
+    rows: list[tuple[SubmitRequest, dict[str, Any]]] = []
+    for index in fresh:
+        request = requests[index]
+        try:
+            admission = _admit(conn, request, scopes[request.queue], now)
+            if admission.has_quotas or request.concurrency_key or request.gate_id:
+                with conn.begin_nested():
+                    results[index] = BatchItemResult(enter(conn, request, admission))
+                continue
+            task_id = new_id()
+            path = first_path(admission.available_at, now, admission.gate_open, None)
+            rows.append((request, task_row(request, admission, task_id, path, False, None)))
+            results[index] = BatchItemResult(SubmitResult(task_id, TaskState.WAITING, False, path))
+        except StoreError as exc:  # nothing of this item was written
+            results[index] = BatchItemResult(error=exc)
+    _insert(conn, rows, now)
+    return [_settle(requests, digests, results, claimed, index) for index in range(len(requests))]
+
+
+def _known_keys(
+    conn: sa.Connection, namespace: str, keys: list[str | None]
+) -> dict[str, tuple[str, str, str]]:
+    """key -> (request digest, task id, task state) for the keys already used."""
+    wanted = sorted({key for key in keys if key is not None})
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        sa.select(
+            submission_keys.c.idempotency_key,
+            submission_keys.c.request_digest,
+            tasks.c.id,
+            tasks.c.state,
+        )
+        .join(tasks, tasks.c.id == submission_keys.c.task_id)
+        .where(
+            submission_keys.c.namespace == namespace,
+            submission_keys.c.idempotency_key.in_(wanted),
+        )
+    )
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+def _replay(key: str, digest: str, used_digest: str, task_id: str, state: str) -> BatchItemResult:
+    if used_digest != digest:
+        return BatchItemResult(
+            error=IdempotencyConflict(
+                f"idempotency key {key!r} was already used for a different request "
+                f"(task {task_id}); use a new key for a new request"
+            )
+        )
+    return BatchItemResult(SubmitResult(task_id, TaskState(state), replayed=True))
+
+
+def _admit(
+    conn: sa.Connection, request: SubmitRequest, scope: SubmissionScope, now: dt.datetime
+) -> Admission:
+    """``submit.admit`` with the queue's scope and the time read once for the batch."""
+    if scope.policy is None:
+        raise NotFound(
+            f"queue {request.queue!r} is not declared in namespace {request.namespace!r}: "
+            "declare it (Queue resource, `orbit apply`) or use the 'default' queue"
+        )
+    if scope.policy.draining:
+        raise Conflict(
+            f"queue {request.queue!r} is being deleted and accepts no new tasks; "
+            "submit to another queue"
+        )
+    validate(request, scope.policy)
+    if request.available_at is not None:
+        available_at = request.available_at
+    else:
+        available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
+    gate_open = gate_open_for(conn, request)
+    return Admission(scope.policy, scope.has_quotas, now, available_at, gate_open)
+
+
+def _insert(
+    conn: sa.Connection, rows: list[tuple[SubmitRequest, dict[str, Any]]], now: dt.datetime
+) -> None:
+    """The plain items' tasks, keys and accepted events: one multi-row INSERT each."""
+    if not rows:
+        return
+    conn.execute(tasks.insert(), [row for _, row in rows])
+    keys = [
+        {
+            "namespace": request.namespace,
+            "idempotency_key": request.idempotency_key,
+            "request_digest": request.digest(),
+            "task_id": row["id"],
+            "created_at": now,
+            "expires_at": now + KEY_RETENTION,
+        }
+        for request, row in rows
+        if request.idempotency_key is not None
+    ]
+    if keys:
+        conn.execute(submission_keys.insert(), keys)
+    events = [
+        {
+            "id": new_id(),
+            "task_id": row["id"],
+            "namespace": request.namespace,
+            "state_version": 1,
+            "from_state": None,
+            "to_state": TaskState.WAITING.value,
+            "reason": "submitted",
+            "attempt_id": None,
+            "actor": request.submitted_by,
+            "details": None,
+            "at": now,
+        }
+        for request, row in rows
+    ]
+    conn.execute(task_events.insert(), events)
+
+
+def _settle(
+    requests: Sequence[SubmitRequest],
+    digests: list[str],
+    results: list[BatchItemResult | None],
+    claimed: dict[str, int],
+    index: int,
+) -> BatchItemResult:
+    """An item's answer; a repeated key takes its first item's outcome as a replay."""
+    own = results[index]
+    if own is not None:
+        return own
+    key = requests[index].idempotency_key
+    assert key is not None
+    first_index = claimed[key]
+    first = results[first_index]
+    assert first is not None
+    if first.result is None:  # the first was refused: so is its repetition, for the same reason
+        return first
+    if digests[first_index] != digests[index]:
+        return BatchItemResult(
+            error=IdempotencyConflict(
+                f"idempotency key {key!r} is used by item {first_index} of this batch for a "
+                "different request; use a new key for a new request"
+            )
+        )
+    task_id = first.result.task_id
+    return BatchItemResult(SubmitResult(task_id, TaskState.WAITING, replayed=True))

@@ -1,0 +1,47 @@
+"""Worker protocol 2 through a real `orbit worker` process: attempts that finish together are
+started and reported in shared calls, and every task still ends with its own outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orbit_sdk import Client
+
+from .conftest import Tenant, wait_until
+from .test_monitoring import scrape, value
+
+pytestmark = pytest.mark.slow
+
+TASKS = 40
+
+
+def _batched(tenant: Tenant, call: str) -> tuple[float, float]:
+    """(calls, items) of the batched ``call`` so far, server-wide."""
+    samples = scrape(tenant.server)
+    calls = value(samples, "orbit_batch_items_count", call=call) or 0.0
+    return calls, value(samples, "orbit_batch_items_sum", call=call) or 0.0
+
+
+def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_path: Path) -> None:
+    with Client(tenant.server.url, token=tenant.token) as client:
+        ids = [
+            client.submit(tenant.namespace, handler="e2e.echo", params={"i": i}).id
+            for i in range(TASKS)
+        ]
+        before = {call: _batched(tenant, call) for call in ("start", "complete")}
+        tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="10")
+
+        def all_done() -> bool:
+            tasks = [client.get(tenant.namespace, task_id) for task_id in ids]
+            return all(task.state == "SUCCEEDED" for task in tasks)
+
+        wait_until(all_done, timeout=60, interval=0.5)
+        done = [client.get(tenant.namespace, task_id) for task_id in ids]
+    assert [task.result["echo"] for task in done] == [{"i": i} for i in range(TASKS)]
+    for call in ("start", "complete"):
+        calls = _batched(tenant, call)[0] - before[call][0]
+        items = _batched(tenant, call)[1] - before[call][1]
+        assert items == TASKS, f"every {call} went through the batched call"
+        assert calls < TASKS, f"{TASKS} {call}s in {calls:.0f} calls: none shared a call"
