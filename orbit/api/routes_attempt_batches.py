@@ -26,7 +26,7 @@ from .auth import CurrentCredential
 from .context import Ctx
 from .problems import problem_body
 from .routes_tasks import PROBLEMS
-from .routes_workers import START_REFUSALS, worker_namespace
+from .routes_workers import START_REFUSALS, completion_refusal, worker_namespace
 
 router = APIRouter(tags=["workers"])
 
@@ -165,9 +165,7 @@ def _completionproblem_body(
     instance = f"/v1/attempts/{attempt_id}/complete"
     if isinstance(result, batches.ItemRefused):
         return problem_body(422, "validation", result.detail, instance)
-    if result.status is CompletionStatus.NOT_FOUND:
-        return problem_body(404, "not-found", f"attempt {attempt_id} not found", instance)
-    if result.status is CompletionStatus.REFUSED:
-        return problem_body(403, "invalid-attempt-token", result.reason, instance)
-    detail = f"attempt {attempt_id}: {result.reason}; the report is kept as evidence, not applied"
-    return problem_body(409, "stale-attempt", detail, instance)
+    refusal = completion_refusal(attempt_id, result)
+    assert refusal is not None, "only a completion that was not applied is refused"
+    status, slug, detail = refusal
+    return problem_body(status, slug, detail, instance)

@@ -20,6 +20,7 @@ from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.heartbeat import renew_leases
 from orbit_store.pulse.model import (
     OUTCOME_TASK_STATES,
+    CompletionResult,
     CompletionStatus,
     LeaseGrant,
     Outcome,
@@ -318,26 +319,35 @@ def complete(
             retryable=body.retryable,
         ),
     )
-    if result.status is CompletionStatus.NOT_FOUND:
-        raise ApiProblem(404, "not-found", f"attempt {attempt_id} not found in {namespace!r}")
-    if result.status is CompletionStatus.REFUSED:
-        raise ApiProblem(403, "invalid-attempt-token", result.reason)
-    if result.status is CompletionStatus.FENCED:
-        raise ApiProblem(
-            409,
-            "restore-fenced",
-            f"attempt {attempt_id} was granted before a restore fence; the report is kept as "
-            "evidence for the reconciliation, not applied",
-        )
-    if result.status is CompletionStatus.SUPERSEDED:
-        raise ApiProblem(
-            409,
-            "stale-attempt",
-            f"attempt {attempt_id}: {result.reason}; the report is kept as evidence, not applied",
-        )
+    refusal = completion_refusal(attempt_id, result)
+    if refusal is not None:
+        raise ApiProblem(*refusal)
     state = result.task_state
     if result.status is CompletionStatus.APPLIED and state in OUTCOME_TASK_STATES:
         ctx.metrics.outcomes.labels(namespace, result.queue or "", state).inc()
     return schemas.CompletionResponse(
         status=result.status.value, task_state=result.task_state, reason=result.reason
     )
+
+
+def completion_refusal(attempt_id: str, result: CompletionResult) -> tuple[int, str, str] | None:
+    """The problem (status, slug, detail) a completion that was not applied answers, or None.
+    One mapping for the single call and each item of ``/v1/attempts:complete``."""
+    if result.status is CompletionStatus.NOT_FOUND:
+        return 404, "not-found", f"attempt {attempt_id} not found"
+    if result.status is CompletionStatus.REFUSED:
+        return 403, "invalid-attempt-token", result.reason or "the attempt token does not match"
+    if result.status is CompletionStatus.FENCED:
+        return (
+            409,
+            "restore-fenced",
+            f"attempt {attempt_id} was granted before a restore fence; the report is kept as "
+            "evidence for the reconciliation, not applied",
+        )
+    if result.status is CompletionStatus.SUPERSEDED:
+        return (
+            409,
+            "stale-attempt",
+            f"attempt {attempt_id}: {result.reason}; the report is kept as evidence, not applied",
+        )
+    return None

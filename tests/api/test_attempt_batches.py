@@ -5,7 +5,13 @@ neighbours apply (invariant 3 per item)."""
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import Any
+
+from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.fencing import reopen_dispatch
+from orbit_store.restore_fence import restore_fence
 
 from .conftest import Api
 
@@ -74,3 +80,39 @@ def test_completions_answer_per_item_and_an_unstarted_attempt_is_a_validation_pr
 
 def test_the_openapi_document_names_the_worker_protocol(api: Api) -> None:
     assert api.app.openapi()["info"]["x-worker-protocol"] == 2
+
+
+def test_a_report_fenced_by_a_restore_is_refused_alone_in_a_batch(
+    migrated_database: Callable[[], str],
+) -> None:
+    """A batch carrying a pre-fence attempt beside a post-reopen one: the old report answers
+    ``restore-fenced`` (kept as evidence, seed §7) and its neighbour applies."""
+    engine = create_store_engine(migrated_database())  # a fence closes a whole database
+    api = Api(engine)
+    try:
+
+        async def scenario() -> Any:
+            [old] = await _leased(api, 1)
+            item = {"attempt_id": old["attempt_id"], "token": old["token"]}
+            await api.call("POST", "/v1/attempts:start", {"items": [item]})
+            await asyncio.to_thread(restore_fence, engine, reason="restored", actor="test")
+            await asyncio.to_thread(
+                run_transaction,
+                engine,
+                functools.partial(reopen_dispatch, reason="reconciled", actor="test"),
+            )
+            [new] = await _leased(api, 1)
+            item = {"attempt_id": new["attempt_id"], "token": new["token"]}
+            await api.call("POST", "/v1/attempts:start", {"items": [item]})
+            report = {"outcome": "succeeded", "result": {}}
+            items = [
+                {"attempt_id": g["attempt_id"], "token": g["token"], **report} for g in (old, new)
+            ]
+            return await api.call("POST", "/v1/attempts:complete", {"items": items})
+
+        fenced, applied = asyncio.run(scenario())["results"]
+    finally:
+        engine.dispose()
+    assert fenced["status"] == "refused"
+    assert fenced["problem"]["type"] == PROBLEMS + "restore-fenced"
+    assert (applied["status"], applied["outcome_status"]) == ("ok", "applied")
