@@ -21,6 +21,7 @@ from orbit.engines import (
     weave_inbox,
     weave_timers,
 )
+from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
 from orbit.metrics import Metrics
 
@@ -58,7 +59,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     return [
         EngineLoop(
             reaper.LOOP,
-            lambda: reaper.reaper_pass(ctx.engine, ctx.metrics),
+            lambda: reaper.reaper_pass(ctx.engine, ctx.metrics, liveness=ctx.liveness),
             ctx.settings.reaper_interval,
             on_error,
         ),
@@ -97,12 +98,25 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
 
 def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     metrics = Metrics(engine, settings.gauge_interval)
-    ctx = AppContext(engine=engine, settings=settings, wakeups=Wakeups(), metrics=metrics)
+    ctx = AppContext(
+        engine=engine,
+        settings=settings,
+        wakeups=Wakeups(),
+        metrics=metrics,
+        liveness=ReplicaLiveness(engine),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx.wakeups.bind(asyncio.get_running_loop())
         loops = engine_loops(ctx) if settings.run_engines else []
+        if loops:
+            # Serving begins now (the socket is bound; uvicorn accepts once startup returns):
+            # leases that ran out while no replica served get their grace from this moment.
+            try:
+                ctx.liveness.start()
+            except sa.exc.SQLAlchemyError:
+                log.warning("could not record this replica's start; the reaper will retry")
         for loop in loops:
             loop.start()
         yield

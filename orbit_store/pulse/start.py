@@ -19,6 +19,7 @@ from orbit_store.schema import task_attempts
 from .attempts import find_attempt, finish_attempt, token_matches
 from .gates import gate_is_open
 from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
+from .outages import extend_lease_after_outage
 from .sessions import session_is_live
 from .transitions import hand_back, lock_task, transition
 
@@ -71,6 +72,8 @@ def start_attempt(
         # Hand the task back at once rather than letting the lease run out.
         hand_back(conn, task, attempt_id, now=now, reason="gate closed at start", gate_open=False)
         return StartResult(False, StartRefusal.GATE_CLOSED)
+    # A lease that ran out in a server outage gets its grace first (pulse.outages).
+    extend_lease_after_outage(conn, attempt_id, task.lease_seconds, now)
     expires = now + dt.timedelta(seconds=task.lease_seconds)
     updated = conn.execute(
         task_attempts.update()
