@@ -29,6 +29,7 @@ from . import (
     body_limit,
     limits,
     problems,
+    request_ids,
     routes_audit,
     routes_health,
     routes_identity,
@@ -133,6 +134,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.add_middleware(
         body_limit.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes)
     )
+    app.add_middleware(request_ids.RequestIds)  # outermost: every answer carries the id
     app.state.ctx = ctx
     app.state.engine = engine
     app.state.token_cache = TokenCache()

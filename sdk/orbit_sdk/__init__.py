@@ -15,6 +15,7 @@ from .context import TaskContext
 from .errors import (
     Cancelled,
     CancelRequested,
+    CommitOutcomeUnknown,
     Conflict,
     Forbidden,
     GateClosed,
@@ -84,6 +85,7 @@ __all__ = [
     "CancelRequested",
     "Cancelled",
     "Client",
+    "CommitOutcomeUnknown",
     "CompletionResponse",
     "Conflict",
     "Forbidden",

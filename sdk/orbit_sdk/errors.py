@@ -130,6 +130,15 @@ class Unavailable(OrbitError):
     slug, default_status = "unavailable", 503
 
 
+class CommitOutcomeUnknown(Unavailable):
+    """The server lost its database connection while committing this request: the change may
+    or may not have been made. Retrying the same request is safe for calls with a stable
+    identity (a submission's idempotency key, an attempt's id and token); the SDK's transport
+    retries those like any other 503."""
+
+    slug = "outcome-unknown"
+
+
 class ServerUnreachable(Unavailable):
     """No HTTP answer at all (connection refused, timeouts) after the transport's retries.
 
@@ -165,6 +174,7 @@ PROBLEM_CLASSES: dict[str, type[OrbitError]] = {
         CancelRequested,
         GateClosed,
         Unavailable,
+        CommitOutcomeUnknown,
     )
     if cls.slug is not None
 }
