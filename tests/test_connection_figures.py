@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from orbit_store.db import create_store_engine
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "operations"
+TIMES = "\u00d7"  # the docs write "replicas × 40"
 
 
 def configured_pool() -> tuple[int, int]:
@@ -21,22 +22,26 @@ def configured_pool() -> tuple[int, int]:
     return pool.size(), pool._max_overflow
 
 
+def doc(name: str) -> str:
+    return " ".join((DOCS / name).read_text().split())
+
+
 def test_the_server_docs_quote_the_pool_that_the_code_configures() -> None:
     warm, overflow = configured_pool()
-    text = " ".join((DOCS / "server.md").read_text().split())
+    text = doc("server.md")
     found = re.search(r"keeps up to (\d+) connections \((\d+) warm plus (\d+) overflow\)", text)
     assert found, "docs/operations/server.md no longer states the pool size"
     assert [int(g) for g in found.groups()] == [warm + overflow, warm, overflow]
-    assert f"replicas × {warm + overflow}" in text
+    assert f"replicas {TIMES} {warm + overflow}" in text
 
 
 def test_the_install_guide_sizes_max_connections_by_the_same_figure() -> None:
     warm, overflow = configured_pool()
-    text = " ".join((DOCS / "install.md").read_text().split())
+    text = doc("install.md")
     found = re.search(
-        r"(\d+) warm \+ (\d+) overflow\); size `max_connections` for "
-        r"`\(server.replicas \+ 1\) × (\d+)`",
+        r"up to (\d+) connections \((\d+) kept warm \+ (\d+) overflow\); size "
+        rf"`max_connections` for `\(server.replicas \+ 1\) {TIMES} (\d+)`",
         text,
     )
     assert found, "docs/operations/install.md no longer states the pool size"
-    assert [int(g) for g in found.groups()] == [warm, overflow, warm + overflow]
+    assert [int(g) for g in found.groups()] == [warm + overflow, warm, overflow, warm + overflow]
