@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from orbit_store.db import create_store_engine
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "operations"
-TIMES = "\u00d7"  # the docs write "replicas × 40"
+TIMES = "\u00d7"  # the multiplication sign the docs write
 
 
 def configured_pool() -> tuple[int, int]:
