@@ -117,4 +117,9 @@ def _renew_one(
     if updated.rowcount != 1:
         return lost("attempt was superseded meanwhile")
     status = RenewStatus.CANCEL_REQUESTED if row.cancel_requested else RenewStatus.EXTENDED
-    return RenewResult(item.attempt_id, status, lease_expires_at=expires)
+    return RenewResult(
+        item.attempt_id,
+        status,
+        lease_expires_at=expires,
+        lease_remaining_seconds=(expires - now).total_seconds(),
+    )

@@ -52,7 +52,12 @@ def start_attempt(
     # Under the task lock a current attempt is in the task's state: every path that ends or
     # starts an attempt holds that lock, so the attempt row need not be read again.
     if task.state == TaskState.RUNNING.value:
-        return StartResult(True, lease_expires_at=found.lease_expires_at, already_started=True)
+        return StartResult(
+            True,
+            lease_expires_at=found.lease_expires_at,
+            already_started=True,
+            lease_remaining_seconds=(found.lease_expires_at - now).total_seconds(),
+        )
     if not session_live:  # ending a session ended its leases (the reaper settles the task)
         return StartResult(False, StartRefusal.LEASE_EXPIRED)
     if task.cancel_requested:
@@ -101,4 +106,6 @@ def start_attempt(
         attempt_id=attempt_id,
         safety=safety.value,
     )
-    return StartResult(True, lease_expires_at=expires)
+    return StartResult(
+        True, lease_expires_at=expires, lease_remaining_seconds=float(task.lease_seconds)
+    )

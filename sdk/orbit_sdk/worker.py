@@ -59,6 +59,8 @@ class Worker:
     termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
     pod, so the operator can revoke it when the pod goes away. The session declares the
     handlers registered before ``run()``: the server grants this worker only their tasks.
+    ``report_timeout`` bounds how long an outcome is re-sent while the server cannot be
+    reached (it keeps the lease renewed meanwhile); after it the server's lease rules decide.
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class Worker:
         heartbeat_interval: float | None = None,
         lease_wait_seconds: float = 10,
         drain_timeout: float = 30,
+        report_timeout: float = 600,
         pod_uid: str | None = None,
         session_ttl_seconds: int = 60,
         timeout: float = DEFAULT_TIMEOUT,
@@ -123,6 +126,7 @@ class Worker:
             live=self._live,
             stopping=self._stopping,
             abandon=self._abandon,
+            report_timeout=report_timeout,
         )
         #: Set when ``run()`` ended because of an error it could not recover from.
         self.fatal_error: BaseException | None = None
