@@ -20,9 +20,10 @@ from orbit_store.schema import server_replicas
 
 #: How often a replica records that it is serving.
 BEAT_SECONDS = 1.0
-#: Silence after which a replica no longer counts as serving. Several beats: a replica busy
-#: with a slow pass or a brief database stall is not taken for an outage.
-SILENCE_SECONDS = 5.0
+#: Silence after which a replica no longer counts as serving: three missed beats. Erring short
+#: is cheap (a dead worker's lease is lapsed ``lease_seconds`` later than it could have been);
+#: erring long is not (a database outage of a few seconds would lapse leases nobody could renew).
+SILENCE_SECONDS = 3.0
 #: Rows of replicas gone this long are deleted (a restart adds a row; this bounds the table).
 KEEP_DAYS = 7
 

@@ -107,3 +107,17 @@ def any_empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
         yield url
     finally:
         _drop_database(url)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The chaos suite's options (tests/chaos): the long form and a replayable seed."""
+    group = parser.getgroup("chaos")
+    group.addoption(
+        "--chaos-minutes",
+        type=float,
+        default=None,
+        help="Run the chaos harness's long form: inject faults for N minutes.",
+    )
+    group.addoption(
+        "--chaos-seed", type=int, default=None, help="Seed of the fault schedule and the load."
+    )

@@ -24,6 +24,7 @@ from orbit.engines import (
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
 from orbit.metrics import Metrics
+from orbit_store import replicas
 
 from . import (
     body_limit,
@@ -64,6 +65,8 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             ctx.settings.reaper_interval,
             on_error,
         ),
+        # Beats on its own too: a long reaper pass must not read as this replica's silence.
+        EngineLoop("liveness", ctx.liveness.beat, replicas.BEAT_SECONDS, on_error),
         EngineLoop(deliveries.LOOP, sender.run_pass, ctx.settings.delivery_interval, on_error),
         EngineLoop(gauges.LOOP, ctx.metrics.refresh_gauges, ctx.settings.gauge_interval, on_error),
         EngineLoop(
