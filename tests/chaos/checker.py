@@ -83,9 +83,17 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
             task_rows = {
                 r.id: r
                 for r in conn.execute(
-                    sa.select(tasks.c.id, tasks.c.state, tasks.c.safety, tasks.c.handler).where(
-                        tasks.c.namespace == NAMESPACE
-                    )
+                    sa.select(
+                        tasks.c.id,
+                        tasks.c.state,
+                        tasks.c.safety,
+                        tasks.c.handler,
+                        tasks.c.queue,
+                        tasks.c.wait_path,
+                        tasks.c.available_at,
+                        tasks.c.concurrency_key,
+                        tasks.c.attempts_used,
+                    ).where(tasks.c.namespace == NAMESPACE)
                 )
             }
             attempts = conn.execute(
@@ -118,7 +126,9 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
     states = Counter(r.state for r in task_rows.values())
     verdict.violations["lost"] = [t for t in acked.tasks if t not in task_rows]
     verdict.violations["unsettled"] = [
-        (t, r.state) for t, r in task_rows.items() if r.state in UNSETTLED
+        (t, r.state, r.queue, r.wait_path, str(r.available_at), r.concurrency_key)
+        for t, r in task_rows.items()
+        if r.state in UNSETTLED
     ]
 
     unsafe_twice, stale, fenced = [], [], 0

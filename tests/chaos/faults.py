@@ -70,20 +70,14 @@ class FaultLog:
             return [e for e in self.entries if e.get("pid") == pid]
 
 
-def plans(seed: int, lease_seconds: float) -> Any:
-    """The endless seeded schedule of faults."""
-    rng = random.Random(seed)
-    kinds, weights = zip(*WEIGHTS.items(), strict=True)
-    while True:
-        kind = rng.choices(kinds, weights)[0]
-        duration = {
-            "replica_kill_short": rng.uniform(0.2, 1.5),
-            "replica_kill_long": rng.uniform(lease_seconds + 0.5, lease_seconds * 2),
-            "server_outage": rng.uniform(lease_seconds * 1.5, lease_seconds * 2.5),
-            "worker_pause": rng.uniform(lease_seconds * 1.2, lease_seconds * 2),
-            "mariadb_crash": rng.uniform(0.0, 1.0),
-        }.get(kind, 0.0)
-        yield Plan(kind, rng.uniform(0.5, 1.5), duration, rng.random())
+def durations(rng: random.Random, lease_seconds: float) -> dict[str, float]:
+    return {
+        "replica_kill_short": rng.uniform(0.2, 1.5),
+        "replica_kill_long": rng.uniform(lease_seconds + 0.5, lease_seconds * 2),
+        "server_outage": rng.uniform(lease_seconds * 1.5, lease_seconds * 2.5),
+        "worker_pause": rng.uniform(lease_seconds * 1.2, lease_seconds * 2),
+        "mariadb_crash": rng.uniform(0.0, 1.0),
+    }
 
 
 class Injector:
@@ -96,21 +90,41 @@ class Injector:
 
     def run(self, until: float, min_faults: int, hard_stop: float) -> None:
         """Inject faults until ``until`` (monotonic) and at least ``min_faults`` were injected,
-        but never past ``hard_stop``."""
-        for plan in plans(self.seed, self.cluster.lease_seconds):
+        but never past ``hard_stop``. Every kind comes once first (in a seeded order), so even
+        a short run sees them all; then kinds are drawn by weight among those whose part of
+        the system is not already under a fault."""
+        rng = random.Random(self.seed)
+        first = list(WEIGHTS)
+        rng.shuffle(first)
+        while True:
             now = time.monotonic()
             done = sum(self.log.counts().values())
             if now >= hard_stop or (now >= until and done >= min_faults):
                 break
-            time.sleep(plan.gap)
-            resource = RESOURCE.get(plan.kind)
+            free = [k for k in WEIGHTS if not self._busy(k)]
+            waiting = [k for k in first if k in free]
+            kind = waiting[0] if waiting else rng.choices(free, [WEIGHTS[k] for k in free])[0]
+            if kind in first:
+                first.remove(kind)
+            plan = Plan(
+                kind,
+                rng.uniform(0.2, 0.9),
+                durations(rng, self.cluster.lease_seconds).get(kind, 0.0),
+                rng.random(),
+            )
+            resource = RESOURCE.get(kind)
             lock = self.locks[resource] if resource else None
-            if lock is not None and not lock.acquire(blocking=False):
-                continue  # that part of the system is already under a fault
+            if lock is not None:
+                lock.acquire()  # free: only this thread takes them
+            time.sleep(plan.gap)
             thread = threading.Thread(target=self._run_one, args=(plan, lock), daemon=True)
             thread.start()
             self.threads.append(thread)
         self.settle()
+
+    def _busy(self, kind: str) -> bool:
+        resource = RESOURCE.get(kind)
+        return resource is not None and self.locks[resource].locked()
 
     def settle(self, timeout: float = 120) -> None:
         """Wait for every fault to be undone (replicas and MariaDB up, workers resumed)."""

@@ -50,7 +50,8 @@ def submission(rng: random.Random) -> dict[str, Any]:
     elif r < 0.75:
         body["delay_seconds"] = round(rng.uniform(0.5, 4), 2)
     elif r < 0.9:
-        body.update(queue="keyed", concurrency_key=f"k{rng.randint(0, 2)}", concurrency_limit=1)
+        body.update(queue="keyed", concurrency_key=f"k{rng.randint(0, 5)}", concurrency_limit=2)
+        body["params"]["steps"] = 1
     else:
         body["params"] = {"steps": 12, "step_seconds": 0.3}
         body["_cancel_after"] = round(rng.uniform(0.3, 3), 2)
