@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 
 import sqlalchemy as sa
@@ -20,6 +21,9 @@ class ReplicaLiveness:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self.replica_id: str | None = None
+        # The reaper and the liveness loop both beat: one at a time, so a silence is
+        # answered by one new row, not two.
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         """Record that this replica begins serving (a new row: a restart shows as a gap)."""
@@ -34,6 +38,10 @@ class ReplicaLiveness:
         log.info("replica serving", extra={"replica_id": replica_id, "since": began.isoformat()})
 
     def beat(self) -> None:
+        with self._lock:
+            self._beat()
+
+    def _beat(self) -> None:
         replica_id = self.replica_id
         if replica_id is None:
             self.start()

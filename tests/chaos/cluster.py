@@ -50,7 +50,7 @@ class WorkerProcess:
 class Cluster:
     root: Path
     shared_server: str  # host:port of the shared MariaDB, for the ledger only
-    lease_seconds: int = 4
+    lease_seconds: int = 3
     replica_count: int = 2
     worker_count: int = 3
     instance: MariaDBInstance | None = None
@@ -95,8 +95,11 @@ class Cluster:
         self.replicas = [
             Replica(_free_port(), self.root / f"server-{i}.log") for i in range(self.replica_count)
         ]
-        for replica in self.replicas:
-            self.start_replica(replica)
+        starting = [threading.Thread(target=self.start_replica, args=(r,)) for r in self.replicas]
+        for thread in starting:
+            thread.start()
+        for thread in starting:
+            thread.join()
         self.balancer = Balancer([r.port for r in self.replicas])
         for _ in range(self.worker_count):
             self.start_worker()

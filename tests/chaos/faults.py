@@ -27,9 +27,9 @@ WEIGHTS = {
     "replica_kill_short": 3,
     "replica_kill_long": 2,
     "server_outage": 1,
-    "worker_kill": 3,
-    "worker_pause": 2,
-    "db_kill_connections": 3,
+    "worker_kill": 4,
+    "worker_pause": 3,
+    "db_kill_connections": 4,
     "db_kill_at_commit": 2,
     "mariadb_crash": 1,
 }
@@ -73,8 +73,8 @@ class FaultLog:
 def durations(rng: random.Random, lease_seconds: float) -> dict[str, float]:
     return {
         "replica_kill_short": rng.uniform(0.2, 1.5),
-        "replica_kill_long": rng.uniform(lease_seconds + 0.5, lease_seconds * 2),
-        "server_outage": rng.uniform(lease_seconds * 1.5, lease_seconds * 2.5),
+        "replica_kill_long": rng.uniform(lease_seconds + 0.5, lease_seconds * 1.5),
+        "server_outage": rng.uniform(lease_seconds * 1.3, lease_seconds * 2),
         "worker_pause": rng.uniform(lease_seconds * 1.2, lease_seconds * 2),
         "mariadb_crash": rng.uniform(0.0, 1.0),
     }
@@ -87,6 +87,7 @@ class Injector:
         self.locks = {"servers": threading.Lock(), "database": threading.Lock()}
         self.threads: list[threading.Thread] = []
         self.errors: list[str] = []
+        self.decisions: list[tuple[float, str]] = []
 
     def run(self, until: float, min_faults: int, hard_stop: float) -> None:
         """Inject faults until ``until`` (monotonic) and at least ``min_faults`` were injected,
@@ -94,26 +95,28 @@ class Injector:
         a short run sees them all; then kinds are drawn by weight among those whose part of
         the system is not already under a fault."""
         rng = random.Random(self.seed)
+        began = time.monotonic()
         first = list(WEIGHTS)
         rng.shuffle(first)
         while True:
             now = time.monotonic()
             done = sum(self.log.counts().values())
-            if now >= hard_stop or (now >= until and done >= min_faults):
+            if now >= hard_stop or (now >= until and done >= min_faults and not first):
                 break
             free = [k for k in WEIGHTS if not self._busy(k)]
-            waiting = [k for k in first if k in free]
-            kind = waiting[0] if waiting else rng.choices(free, [WEIGHTS[k] for k in free])[0]
+            due = [k for k in first if k in free]  # each kind once first, as soon as it can
+            kind = due[0] if due else rng.choices(free, [WEIGHTS[k] for k in free])[0]
             if kind in first:
                 first.remove(kind)
             plan = Plan(
                 kind,
-                rng.uniform(0.2, 0.9),
+                rng.uniform(0.2, 0.7),
                 durations(rng, self.cluster.lease_seconds).get(kind, 0.0),
                 rng.random(),
             )
             resource = RESOURCE.get(kind)
             lock = self.locks[resource] if resource else None
+            self.decisions.append((round(time.monotonic() - began, 1), kind))
             if lock is not None:
                 lock.acquire()  # free: only this thread takes them
             time.sleep(plan.gap)
@@ -155,6 +158,7 @@ class Injector:
     def _kill_replica(self, plan: Plan) -> None:
         alive = self.cluster.alive_replicas()
         if len(alive) < 2:
+            self.errors.append(f"{plan.kind}: only {len(alive)} replica serving; skipped")
             return
         replica = self._pick(alive, plan)
         self.cluster.kill_replica(replica)
@@ -188,7 +192,7 @@ class Injector:
 
     def worker_pause(self, plan: Plan) -> None:
         running = self.cluster.running_workers()
-        if len(running) < 2:
+        if not running:
             return
         worker = self._pick(running, plan)
         worker.paused = True

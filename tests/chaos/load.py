@@ -101,7 +101,7 @@ class Load:
         made = self.call("POST", "schedules", json=schedule)
         assert made is not None and made.status_code == 201, made.text
 
-    def start(self, rate: float = 6.0) -> None:
+    def start(self, rate: float = 4.0) -> None:
         for target, args in ((self._submitter, (rate,)), (self._workflows, ())):
             thread = threading.Thread(target=target, args=args, daemon=True)
             thread.start()
