@@ -33,7 +33,8 @@ WEIGHTS = {
     "db_kill_at_commit": 2,
     "mariadb_crash": 1,
 }
-#: Which lock a kind needs: replica faults and database faults do not overlap among themselves.
+#: The part of the system a kind strikes (default: workers); faults of one part are injected
+#: one at a time (their restarts must not overlap), parts are struck side by side.
 RESOURCE = {
     "replica_kill_short": "servers",
     "replica_kill_long": "servers",
@@ -84,50 +85,60 @@ class Injector:
     def __init__(self, cluster: Cluster, seed: int) -> None:
         self.cluster, self.seed = cluster, seed
         self.log = FaultLog()
-        self.locks = {"servers": threading.Lock(), "database": threading.Lock()}
         self.threads: list[threading.Thread] = []
         self.errors: list[str] = []
         self.decisions: list[tuple[float, str]] = []
 
     def run(self, until: float, min_faults: int, hard_stop: float) -> None:
         """Inject faults until ``until`` (monotonic) and at least ``min_faults`` were injected,
-        but never past ``hard_stop``. Every kind comes once first (in a seeded order), so even
-        a short run sees them all; then kinds are drawn by weight among those whose part of
-        the system is not already under a fault."""
-        rng = random.Random(self.seed)
-        began = time.monotonic()
-        first = list(WEIGHTS)
+        but never past ``hard_stop``. One stream per part of the system (servers, database,
+        workers), each with its own seeded schedule: each injects every one of its kinds once
+        first (so even a short run sees them all), then kinds drawn by weight, one fault at a
+        time within its part (worker pauses run alongside)."""
+        streams = [
+            threading.Thread(
+                target=self._stream,
+                args=(part, index, until, min_faults, hard_stop),
+                name=f"chaos-faults-{part}",
+                daemon=True,
+            )
+            for index, part in enumerate(("servers", "database", "workers"))
+        ]
+        for stream in streams:
+            stream.start()
+        for stream in streams:
+            stream.join()
+        self.settle()
+
+    def _stream(
+        self, part: str, index: int, until: float, min_faults: int, hard_stop: float
+    ) -> None:
+        rng = random.Random(self.seed * 31 + index)
+        kinds = [k for k in WEIGHTS if RESOURCE.get(k, "workers") == part]
+        first = list(kinds)
         rng.shuffle(first)
+        gap = {"servers": (0.5, 2.0), "database": (0.3, 1.5), "workers": (0.1, 0.6)}[part]
+        began = time.monotonic()
         while True:
             now = time.monotonic()
-            done = sum(self.log.counts().values())
-            if now >= hard_stop or (now >= until and done >= min_faults and not first):
-                break
-            free = [k for k in WEIGHTS if not self._busy(k)]
-            due = [k for k in first if k in free]  # each kind once first, as soon as it can
-            kind = due[0] if due else rng.choices(free, [WEIGHTS[k] for k in free])[0]
-            if kind in first:
-                first.remove(kind)
+            enough = part != "workers" or sum(self.log.counts().values()) >= min_faults
+            if now >= hard_stop or (now >= until and not first and enough):
+                return
+            kind = first.pop(0) if first else rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
             plan = Plan(
                 kind,
-                rng.uniform(0.2, 0.7),
+                rng.uniform(*gap),
                 durations(rng, self.cluster.lease_seconds).get(kind, 0.0),
                 rng.random(),
             )
-            resource = RESOURCE.get(kind)
-            lock = self.locks[resource] if resource else None
-            self.decisions.append((round(time.monotonic() - began, 1), kind))
-            if lock is not None:
-                lock.acquire()  # free: only this thread takes them
+            self.decisions.append((round(now - began, 1), kind))
             time.sleep(plan.gap)
-            thread = threading.Thread(target=self._run_one, args=(plan, lock), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-        self.settle()
-
-    def _busy(self, kind: str) -> bool:
-        resource = RESOURCE.get(kind)
-        return resource is not None and self.locks[resource].locked()
+            if kind == "worker_pause":  # the stream goes on while the worker is stopped
+                thread = threading.Thread(target=self._run_one, args=(plan,), daemon=True)
+                thread.start()
+                self.threads.append(thread)
+            else:
+                self._run_one(plan)
 
     def settle(self, timeout: float = 120) -> None:
         """Wait for every fault to be undone (replicas and MariaDB up, workers resumed)."""
@@ -135,14 +146,11 @@ class Injector:
         for thread in self.threads:
             thread.join(max(deadline - time.monotonic(), 0.1))
 
-    def _run_one(self, plan: Plan, lock: threading.Lock | None) -> None:
+    def _run_one(self, plan: Plan) -> None:
         try:
             getattr(self, plan.kind)(plan)
         except Exception as exc:  # a fault that could not be applied is reported, not hidden
             self.errors.append(f"{plan.kind}: {exc!r}")
-        finally:
-            if lock is not None:
-                lock.release()
 
     # --- the faults ----------------------------------------------------------------------------
 
