@@ -44,6 +44,10 @@ class Replica:
 class WorkerProcess:
     process: subprocess.Popen[bytes]
     paused: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    def age(self) -> float:
+        return time.monotonic() - self.started
 
 
 @dataclass
@@ -52,7 +56,7 @@ class Cluster:
     shared_server: str  # host:port of the shared MariaDB, for the ledger only
     lease_seconds: int = 3
     replica_count: int = 2
-    worker_count: int = 3
+    worker_count: int = 4
     instance: MariaDBInstance | None = None
     database_url: str = ""
     token: str = ""
@@ -126,7 +130,7 @@ class Cluster:
 
     # --- replicas ------------------------------------------------------------------------------
 
-    def start_replica(self, replica: Replica, timeout: float = 60) -> None:
+    def start_replica(self, replica: Replica, timeout: float = 180) -> None:
         """Start (or restart, on its port) and wait for /healthz; a start refused because the
         database is down (a crash fault in progress) is tried again."""
         deadline = time.monotonic() + timeout

@@ -117,7 +117,7 @@ class Injector:
         kinds = [k for k in WEIGHTS if RESOURCE.get(k, "workers") == part]
         first = list(kinds)
         rng.shuffle(first)
-        gap = {"servers": (0.5, 2.0), "database": (0.3, 1.5), "workers": (0.1, 0.6)}[part]
+        gap = {"servers": (0.5, 2.0), "database": (0.3, 1.5), "workers": (0.4, 1.4)}[part]
         began = time.monotonic()
         while True:
             now = time.monotonic()
@@ -172,7 +172,17 @@ class Injector:
         self.cluster.kill_replica(replica)
         self.log.add(plan.kind, port=replica.port, seconds=round(plan.duration, 2))
         time.sleep(plan.duration)
-        self.cluster.start_replica(replica)
+        self._restart(replica)
+
+    def _restart(self, replica: Any) -> None:
+        """Until it serves again: a fault is never left in place (a loaded machine can take a
+        while to start a Python server)."""
+        while True:
+            try:
+                self.cluster.start_replica(replica)
+                return
+            except RuntimeError as exc:
+                self.errors.append(f"restart: {exc}")
 
     def server_outage(self, plan: Plan) -> None:
         replicas = self.cluster.alive_replicas()
@@ -180,16 +190,15 @@ class Injector:
             self.cluster.kill_replica(replica)
         self.log.add(plan.kind, replicas=len(replicas), seconds=round(plan.duration, 2))
         time.sleep(plan.duration)
-        starters = [
-            threading.Thread(target=self.cluster.start_replica, args=(r,)) for r in replicas
-        ]
+        starters = [threading.Thread(target=self._restart, args=(r,)) for r in replicas]
         for t in starters:
             t.start()
         for t in starters:
             t.join()
 
     def worker_kill(self, plan: Plan) -> None:
-        running = self.cluster.running_workers()
+        # Workers that had time to start and lease: a kill lands mid-handler, not mid-import.
+        running = [w for w in self.cluster.running_workers() if w.age() > 4]
         if not running:
             return
         worker = self._pick(running, plan)
