@@ -117,7 +117,7 @@ class Injector:
         kinds = [k for k in WEIGHTS if RESOURCE.get(k, "workers") == part]
         first = list(kinds)
         rng.shuffle(first)
-        gap = {"servers": (0.5, 2.0), "database": (0.3, 1.5), "workers": (0.4, 1.4)}[part]
+        gap = {"servers": (0.5, 2.0), "database": (0.2, 0.8), "workers": (0.4, 1.4)}[part]
         began = time.monotonic()
         while True:
             now = time.monotonic()
@@ -209,7 +209,7 @@ class Injector:
 
     def worker_pause(self, plan: Plan) -> None:
         running = self.cluster.running_workers()
-        if not running:
+        if len(running) < 3:  # keep most of the fleet working: pauses overlap otherwise
             return
         worker = self._pick(running, plan)
         worker.paused = True
