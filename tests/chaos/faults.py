@@ -45,6 +45,12 @@ RESOURCE = {
 }
 
 
+#: Faults that take a whole part of the system down come at most this often (seconds); a
+#: draw that comes too soon strikes the part's cheap kind instead.
+SPACED = {"mariadb_crash": 20.0, "server_outage": 20.0}
+CHEAP = {"servers": "replica_kill_short", "database": "db_kill_connections"}
+
+
 @dataclass(frozen=True)
 class Plan:
     kind: str
@@ -119,12 +125,16 @@ class Injector:
         rng.shuffle(first)
         gap = {"servers": (0.5, 2.0), "database": (0.2, 0.8), "workers": (0.4, 1.4)}[part]
         began = time.monotonic()
+        last: dict[str, float] = {}
         while True:
             now = time.monotonic()
             enough = part != "workers" or sum(self.log.counts().values()) >= min_faults
             if now >= hard_stop or (now >= until and not first and enough):
                 return
             kind = first.pop(0) if first else rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
+            if kind in SPACED and now - last.get(kind, -1e9) < SPACED[kind]:
+                kind = CHEAP[part]  # the system must spend most of its time up, not recovering
+            last[kind] = now
             plan = Plan(
                 kind,
                 rng.uniform(*gap),

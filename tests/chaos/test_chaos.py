@@ -68,7 +68,7 @@ def test_orbit_keeps_its_invariants_under_seeded_faults(
         )
         t_faults = time.monotonic()
         load.stop()
-        settle_deadline = time.monotonic() + (120 if minutes else 60)
+        settle_deadline = time.monotonic() + (300 if minutes else 60)
         while unsettled_tasks(cluster) and time.monotonic() < settle_deadline:
             time.sleep(1)
         t_settled = time.monotonic()
