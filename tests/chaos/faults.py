@@ -30,7 +30,7 @@ WEIGHTS = {
     "worker_kill": 4,
     "worker_pause": 3,
     "db_kill_connections": 4,
-    "db_kill_at_commit": 2,
+    "db_kill_at_commit": 1,
     "mariadb_crash": 1,
 }
 #: The part of the system a kind strikes (default: workers); faults of one part are injected
@@ -123,7 +123,7 @@ class Injector:
         kinds = [k for k in WEIGHTS if RESOURCE.get(k, "workers") == part]
         first = list(kinds)
         rng.shuffle(first)
-        gap = {"servers": (0.5, 2.0), "database": (0.2, 0.8), "workers": (0.4, 1.4)}[part]
+        gap = {"servers": (0.5, 2.0), "database": (0.3, 1.0), "workers": (0.4, 1.4)}[part]
         began = time.monotonic()
         last: dict[str, float] = {}
         while True:
@@ -249,9 +249,10 @@ class Injector:
             cur.execute("BACKUP STAGE START")
             cur.execute("BACKUP STAGE BLOCK_COMMIT")
             try:
-                deadline = time.monotonic() + 1.5
+                # Every commit waits meanwhile: hold the block briefly.
+                deadline = time.monotonic() + 0.5
                 while not killed and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                    time.sleep(0.01)
                     cur.execute(
                         "SELECT id FROM information_schema.processlist WHERE info = 'COMMIT' "
                         "AND state LIKE 'Waiting for backup lock%' AND db = 'orbit'"

@@ -58,7 +58,7 @@ def test_orbit_keeps_its_invariants_under_seeded_faults(
         assert cluster.balancer is not None
         load = Load(cluster.balancer.url, cluster.token, seed)
         load.setup()
-        load.start()
+        load.start(rate=3.0 if minutes else 4.0)
         injector = Injector(cluster, seed)
         began = time.monotonic()
         injector.run(
