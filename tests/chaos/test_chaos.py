@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 from pathlib import Path
 
@@ -46,6 +47,9 @@ def test_orbit_keeps_its_invariants_under_seeded_faults(
     min_faults = SHORT_MIN_FAULTS if not minutes else 0
     print(f"\nchaos seed {seed}: {fault_seconds:.0f}s of faults (replay with --chaos-seed {seed})")
 
+    # A long run in the background (nohup ignores SIGINT) stops cleanly on SIGTERM: the cluster
+    # it started is torn down by the finally below.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     t0 = time.monotonic()
     cluster = Cluster(tmp_path, shared_server())
     try:
