@@ -93,6 +93,7 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
                         tasks.c.available_at,
                         tasks.c.concurrency_key,
                         tasks.c.attempts_used,
+                        tasks.c.error,
                     ).where(tasks.c.namespace == NAMESPACE)
                 )
             }
@@ -177,6 +178,14 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
         report = {"unparsed": verified.stdout[-2000:] + verified.stderr[-2000:]}
     verdict.violations["verify"] = [] if verified.returncode == 0 else [json.dumps(report)[:2000]]
 
+    failed = Counter(
+        (
+            "load" if t in acked.tasks else "schedule/workflow",
+            (r.error or {}).get("type", "?") if isinstance(r.error, dict) else "?",
+        )
+        for t, r in task_rows.items()
+        if r.state == "FAILED"
+    )
     lapse_reasons = Counter(
         a.outcome_reason for a in attempts if a.outcome == "LAPSED" and a.outcome_reason
     )
@@ -192,6 +201,7 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
             "attempts": len(attempts),
             "attempt_outcomes": dict(Counter(a.outcome for a in attempts)),
             "lapses": dict(lapse_reasons),
+            "failed_by_source_and_error": {f"{s}: {e}": n for (s, e), n in failed.items()},
             "workflows_started": len(acked.workflows),
             "workflow_states": dict(flows),
             "ledger_effects": len(rows),
