@@ -32,6 +32,12 @@ _LOCK_WAIT_TIMEOUT = 1205
 # Connection errors: 2006 server gone away, 2013 lost connection during query.
 _CONNECTION_LOST = {2006, 2013, 2055}
 
+#: Each process's MySQL pool: warm connections, and how many more it may open under load. The
+#: operations docs quote their sum as the most connections one replica opens
+#: (``tests/test_connection_figures.py`` keeps them in step).
+POOL_SIZE = 20
+POOL_MAX_OVERFLOW = 20
+
 MAX_TRANSACTION_ATTEMPTS = 6
 #: Ceiling of the (fully jittered) sleep before retrying a deadlocked transaction.
 RETRY_SLEEP_CAP = 0.2
@@ -135,8 +141,8 @@ def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
         pool_recycle=1800,
         # Enough warm connections for the server's request threads: opening one costs far
         # more than a transaction (TLS negotiation included).
-        pool_size=kwargs.pop("pool_size", 20),
-        max_overflow=kwargs.pop("max_overflow", 20),
+        pool_size=kwargs.pop("pool_size", POOL_SIZE),
+        max_overflow=kwargs.pop("max_overflow", POOL_MAX_OVERFLOW),
         **kwargs,
     )
 

@@ -149,3 +149,17 @@ def backups() -> Backups:
     if shutil.which("mariadb-dump") is None or shutil.which("mariadb") is None:
         pytest.skip("needs the mariadb-dump and mariadb client tools")
     return Backups()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The chaos suite's options (tests/chaos): the long form and a replayable seed."""
+    group = parser.getgroup("chaos")
+    group.addoption(
+        "--chaos-minutes",
+        type=float,
+        default=None,
+        help="Run the chaos harness's long form: inject faults for N minutes.",
+    )
+    group.addoption(
+        "--chaos-seed", type=int, default=None, help="Seed of the fault schedule and the load."
+    )

@@ -22,13 +22,16 @@ from orbit.engines import (
     weave_inbox,
     weave_timers,
 )
+from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
 from orbit.metrics import Metrics
+from orbit_store import replicas
 
 from . import (
     body_limit,
     limits,
     problems,
+    request_ids,
     routes_admin,
     routes_attempt_batches,
     routes_audit,
@@ -79,10 +82,12 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     return [
         EngineLoop(
             reaper.LOOP,
-            lambda: reaper.reaper_pass(ctx.engine, ctx.metrics),
+            lambda: reaper.reaper_pass(ctx.engine, ctx.metrics, liveness=ctx.liveness),
             ctx.settings.reaper_interval,
             on_error,
         ),
+        # Beats on its own too: a long reaper pass must not read as this replica's silence.
+        EngineLoop("liveness", ctx.liveness.beat, replicas.BEAT_SECONDS, on_error),
         EngineLoop(deliveries.LOOP, sender.run_pass, ctx.settings.delivery_interval, on_error),
         EngineLoop(
             scheduler.LOOP,
@@ -115,15 +120,32 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     ]
 
 
+def record_serving(ctx: AppContext) -> None:
+    """Serving begins now (the socket is bound; uvicorn accepts once start-up returns): leases
+    that ran out while no replica served get their grace from this moment. Called by whichever
+    process runs the engine loops, just before they start."""
+    try:
+        ctx.liveness.start()
+    except sa.exc.SQLAlchemyError:
+        log.warning("could not record this replica's start; the reaper will retry")
+
+
 def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     metrics = Metrics(engine, settings.gauge_interval)
-    ctx = AppContext(engine=engine, settings=settings, wakeups=Wakeups(), metrics=metrics)
+    ctx = AppContext(
+        engine=engine,
+        settings=settings,
+        wakeups=Wakeups(),
+        metrics=metrics,
+        liveness=ReplicaLiveness(engine),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx.wakeups.bind(asyncio.get_running_loop())
         loops = [gauge_loop(ctx)] if settings.run_engines or settings.run_gauges else []
         if settings.run_engines:
+            record_serving(ctx)
             loops += engine_loops(ctx)
         for loop in loops:
             loop.start()
@@ -147,6 +169,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.add_middleware(
         body_limit.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes)
     )
+    app.add_middleware(request_ids.RequestIds)  # outermost: every answer carries the id
     app.state.ctx = ctx
     _declare_worker_protocol(app)
     app.state.engine = engine

@@ -8,6 +8,7 @@ from typing import Annotated
 import sqlalchemy as sa
 from fastapi import Depends, Request
 
+from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics import Metrics
 
 from .settings import ServerSettings
@@ -22,6 +23,7 @@ class AppContext:
     settings: ServerSettings
     wakeups: Wakeups
     metrics: Metrics
+    liveness: ReplicaLiveness
 
 
 def app_context(request: Request) -> AppContext:

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from orbit_store import errors as store
 
 from . import limits
+from .request_ids import request_id
 
 PROBLEM_BASE = "https://orbit.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
@@ -37,6 +38,7 @@ TITLES = {
     "restore-fenced": "The attempt was granted before a restore fence",
     "dispatch-closed": "Dispatch is closed by a restore fence; retry after it reopens",
     "unavailable": "Temporarily unavailable; retry",
+    "outcome-unknown": "The outcome is unknown: the database connection was lost at commit",
     "internal": "Internal error",
 }
 
@@ -69,10 +71,20 @@ _STORE_ERRORS: list[tuple[type[Exception], int, str]] = [
     (store.Conflict, 409, "conflict"),
     (store.InvalidRequest, 422, "validation"),
     (store.QuotaExceeded, 429, "quota-exceeded"),
-    (store.TransientStoreError, 503, "unavailable"),
-    (store.CommitOutcomeUnknown, 503, "unavailable"),
     (store.SchemaOutOfDate, 503, "unavailable"),
 ]
+
+#: Said for a commit whose acknowledgement was lost (never the driver's own text).
+OUTCOME_UNKNOWN_DETAIL = (
+    "the connection to the database was lost while the change was being committed: it may or "
+    "may not have been made. Retrying the same request is safe: Orbit resolves it by its stable "
+    "identity (the idempotency key of a submission, the attempt id and token of a worker call). "
+    "A submission without an idempotency key may then exist twice; look it up first."
+)
+TRANSIENT_DETAIL = (
+    "the database stayed busy (deadlock or lock wait) through the server's own retries; nothing "
+    "was changed. Retry shortly."
+)
 
 
 def store_status(exc: store.StoreError) -> tuple[int, str]:
@@ -102,6 +114,31 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(store.AlreadyRetried)
     async def _already_retried(request: Request, exc: store.AlreadyRetried) -> JSONResponse:
         return problem(409, "conflict", str(exc), request, retry_task_id=exc.successor_id)
+
+    @app.exception_handler(store.CommitOutcomeUnknown)
+    async def _outcome_unknown(request: Request, exc: store.CommitOutcomeUnknown) -> JSONResponse:
+        rid = request_id(request)
+        log.warning(
+            "database connection lost at commit: outcome unknown",
+            extra={
+                "request_id": rid,
+                "method": request.method,
+                "path": request.url.path,
+                "error": str(exc),
+            },
+        )
+        return problem(
+            503, "outcome-unknown", OUTCOME_UNKNOWN_DETAIL, request, request_id=rid, retry_safe=True
+        )
+
+    @app.exception_handler(store.TransientStoreError)
+    async def _transient(request: Request, exc: store.TransientStoreError) -> JSONResponse:
+        rid = request_id(request)
+        log.warning(
+            "database busy through every retry",
+            extra={"request_id": rid, "path": request.url.path, "error": str(exc)},
+        )
+        return problem(503, "unavailable", TRANSIENT_DETAIL, request, request_id=rid)
 
     @app.exception_handler(store.StoreError)
     async def _store_error(request: Request, exc: store.StoreError) -> JSONResponse:
@@ -150,13 +187,27 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(sa.exc.OperationalError)
     @app.exception_handler(sa.exc.TimeoutError)
     async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        rid = request_id(request)
         log.warning(
             "database unavailable",
-            extra={"path": request.url.path, "error": exc.__class__.__name__},
+            extra={"request_id": rid, "path": request.url.path, "error": exc.__class__.__name__},
         )
-        return problem(503, "unavailable", "the database is unavailable; retry shortly", request)
+        return problem(
+            503,
+            "unavailable",
+            "the database is unavailable; retry shortly",
+            request,
+            request_id=rid,
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", extra={"path": request.url.path})
-        return problem(500, "internal", "unexpected server error; see the server log", request)
+        rid = request_id(request)
+        log.exception("unhandled error", extra={"request_id": rid, "path": request.url.path})
+        return problem(
+            500,
+            "internal",
+            "unexpected server error; see the server log",
+            request,
+            request_id=rid,
+        )

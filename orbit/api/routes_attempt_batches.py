@@ -70,6 +70,7 @@ def _start_result(
             status="ok",
             already_started=result.already_started,
             lease_expires_at=result.lease_expires_at,
+            lease_remaining_seconds=result.lease_remaining_seconds,
         )
     else:
         assert result.refusal is not None

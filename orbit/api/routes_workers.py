@@ -157,7 +157,15 @@ async def lease(
         await anyio.to_thread.run_sync(_hand_back, ctx, namespace, grants)
         return schemas.LeaseBatch(leases=[])
     _observe_dispatch(ctx, grants)
-    return schemas.LeaseBatch(leases=[schemas.Lease.model_validate(g) for g in grants])
+    return schemas.LeaseBatch(leases=[_lease(g) for g in grants])
+
+
+def _lease(grant: LeaseGrant) -> schemas.Lease:
+    lease = schemas.Lease.model_validate(grant)
+    if grant.leased_at is not None:
+        remaining = (grant.lease_expires_at - grant.leased_at).total_seconds()
+        lease = lease.model_copy(update={"lease_remaining_seconds": remaining})
+    return lease
 
 
 def _claimant(ctx: AppContext, namespace: str, session_id: str) -> Claimant:
@@ -258,6 +266,7 @@ def start(
         started=True,
         already_started=result.already_started,
         lease_expires_at=result.lease_expires_at,
+        lease_remaining_seconds=result.lease_remaining_seconds,
     )
 
 

@@ -222,6 +222,12 @@ class Lease(Out):
     safety: Safety
     state_version: int
     deadline_at: dt.datetime | None
+    lease_remaining_seconds: float | None = Field(
+        None,
+        description="Seconds from the server's now to lease_expires_at. Workers measure it from "
+        "the moment they sent the request, on their own monotonic clock: past it, the attempt "
+        "must assume it lost the lease.",
+    )
 
 
 class LeaseBatch(Out):
@@ -244,6 +250,12 @@ class StartResponse(Out):
     started: bool
     already_started: bool
     lease_expires_at: dt.datetime | None
+    lease_remaining_seconds: float | None = Field(
+        None,
+        description="Seconds from the server's now to lease_expires_at. Workers measure it from "
+        "the moment they sent the request, on their own monotonic clock: past it, the attempt "
+        "must assume it lost the lease.",
+    )
 
 
 class HeartbeatItem(Strict):
@@ -261,6 +273,12 @@ class HeartbeatResult(Out):
     status: Literal["extended", "cancel_requested", "lost"]
     lease_expires_at: dt.datetime | None
     reason: str | None
+    lease_remaining_seconds: float | None = Field(
+        None,
+        description="Seconds from the server's now to lease_expires_at. Workers measure it from "
+        "the moment they sent the request, on their own monotonic clock: past it, the attempt "
+        "must assume it lost the lease.",
+    )
 
 
 class HeartbeatResponse(Out):

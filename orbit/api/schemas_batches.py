@@ -34,6 +34,8 @@ class StartItemResult(Out):
     status: Literal["ok", "refused"]
     already_started: bool = False
     lease_expires_at: dt.datetime | None = None
+    #: As on the single start's answer: the worker's local lease deadline is measured by it.
+    lease_remaining_seconds: float | None = None
     problem: Problem | None = None
 
 

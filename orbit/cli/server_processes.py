@@ -37,10 +37,11 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from orbit.api.app import engine_loops
+    from orbit.api.app import engine_loops, record_serving
     from orbit.api.context import AppContext
     from orbit.api.process_app import SETTINGS_ENV, settings_for_processes
     from orbit.api.wakeups import Wakeups
+    from orbit.engines.liveness import ReplicaLiveness
     from orbit.metrics import Metrics
 
     # The engine loops need few connections: a small pool, not an HTTP process's.
@@ -58,7 +59,14 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     )
     # The loops' own wake-ups reach no waiter here (none waits in this process): the HTTP
     # processes' probes find what they make ready.
-    ctx = AppContext(engine, settings, Wakeups(), Metrics(engine, settings.gauge_interval))
+    ctx = AppContext(
+        engine,
+        settings,
+        Wakeups(),
+        Metrics(engine, settings.gauge_interval),
+        ReplicaLiveness(engine),
+    )
+    record_serving(ctx)
     loops = engine_loops(ctx)
     log.info(
         "serving with several processes",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics import Metrics
 from orbit_store.pulse.model import OUTCOME_TASK_STATES
 from orbit_store.pulse.service import REAPER_LOOP, ReapReport, reap
@@ -11,8 +12,17 @@ from orbit_store.pulse.service import REAPER_LOOP, ReapReport, reap
 LOOP = REAPER_LOOP
 
 
-def reaper_pass(engine: sa.Engine, metrics: Metrics, namespace: str | None = None) -> ReapReport:
-    """One reaper pass (``namespace`` restricts it, for tests and operations)."""
+def reaper_pass(
+    engine: sa.Engine,
+    metrics: Metrics,
+    namespace: str | None = None,
+    liveness: ReplicaLiveness | None = None,
+) -> ReapReport:
+    """One reaper pass (``namespace`` restricts it, for tests and operations). A server's
+    reaper first records that its replica is serving (``liveness``): leases are judged against
+    the serving window that includes this replica (a gap it was part of shows as a gap)."""
+    if liveness is not None:
+        liveness.beat()
     report = reap(engine, namespace=namespace)
     metrics.count_item_errors(LOOP, report.errors)
     if report.leases_lapsed:

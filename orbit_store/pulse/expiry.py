@@ -10,6 +10,9 @@ fresh renewal or a completion. Rules:
 - lapsed RUNNING, task unsafe: NEEDS_REVIEW — a lost worker is not a business failure and its
   side effects are unknown (invariant 7);
 - WAITING past its deadline: FAILED.
+
+A lease that ran out while no server replica was serving is extended instead (``outages``):
+the outage is not the worker's fault, and it may hold a finished result to report.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .attempts import LIVE_ATTEMPT_STATES, finish_attempt
 from .complete import next_retry_at
 from .gates import gate_is_open
 from .model import AttemptOutcome, Safety, TaskState
+from .outages import extend_lease_after_outage
 from .paths import reentry_path
 from .transitions import lock_task, lock_task_now, transition
 
@@ -78,6 +82,8 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None
         return None
     # Under the task lock the current attempt is in the task's state.
     was_running = task.state == TaskState.RUNNING.value
+    if extend_lease_after_outage(conn, lapsed.attempt_id, task.lease_seconds, now) is not None:
+        return None
     if not finish_attempt(
         conn,
         lapsed.attempt_id,

@@ -7,6 +7,7 @@ The sessions are read under shared locks and the time after them: a revoke that 
 makes the renewal lost; one that comes later waits, then cuts the renewed lease.
 A lease is never extended past the attempt timeout or the task's deadline: from there it lapses
 and the reaper applies the retry-safety rules.
+A lease that ran out while no server replica was serving is renewable again (``outages``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from orbit_store.schema import task_attempts, tasks, worker_sessions
 
 from .attempts import LIVE_ATTEMPT_STATES, token_matches
 from .model import RenewRequest, RenewResult, RenewStatus
+from .outages import extend_lease_after_outage
 
 LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
 
@@ -98,7 +100,9 @@ def _renew_one(
     session_state = sessions.get(row.worker_session_id) if row.worker_session_id else None
     if session_state is not None and session_state not in LIVE_SESSION_STATES:
         return lost(f"worker session is {session_state}")
-    if row.lease_expires_at <= now:
+    if row.lease_expires_at <= now and (
+        extend_lease_after_outage(conn, item.attempt_id, row.lease_seconds, now) is None
+    ):
         return lost("lease lapsed")
     expires = now + dt.timedelta(seconds=row.lease_seconds)
     caps = [row.deadline_at]
@@ -121,4 +125,9 @@ def _renew_one(
     if updated.rowcount != 1:
         return lost("attempt was superseded meanwhile")
     status = RenewStatus.CANCEL_REQUESTED if row.cancel_requested else RenewStatus.EXTENDED
-    return RenewResult(item.attempt_id, status, lease_expires_at=expires)
+    return RenewResult(
+        item.attempt_id,
+        status,
+        lease_expires_at=expires,
+        lease_remaining_seconds=(expires - now).total_seconds(),
+    )

@@ -188,6 +188,8 @@ class StartResult:
     refusal: StartRefusal | None = None
     lease_expires_at: dt.datetime | None = None
     already_started: bool = False
+    #: Seconds from the database's now to the lease's end: workers keep a local deadline by it.
+    lease_remaining_seconds: float | None = None
 
 
 class RenewStatus(enum.StrEnum):
@@ -208,6 +210,7 @@ class RenewResult:
     status: RenewStatus
     lease_expires_at: dt.datetime | None = None
     reason: str | None = None
+    lease_remaining_seconds: float | None = None
 
 
 class Outcome(enum.StrEnum):

@@ -26,6 +26,7 @@ from orbit_store.ids import new_id
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
 from .attempts import LIVE_ATTEMPT_STATES
+from .outages import grace_expiry, serving_window
 
 LIVE = ("ACTIVE", "DRAINING")
 
@@ -245,6 +246,15 @@ def expire_session(conn: sa.Connection, expired: ExpiredSession) -> bool:
     row = lock_session(conn, expired.namespace, expired.session_id)
     now = db_now(conn)
     if row.state not in LIVE or row.expires_at > now:
+        return False
+    ttl = (row.expires_at - row.renewed_at).total_seconds()
+    until = grace_expiry(serving_window(conn, now), row.expires_at, ttl)
+    if until is not None and until > now:  # ran out in a server outage (pulse.outages)
+        conn.execute(
+            worker_sessions.update()
+            .where(worker_sessions.c.id == expired.session_id)
+            .values(expires_at=until)
+        )
         return False
     end_session(conn, expired.session_id, "EXPIRED", "not renewed in time", now)
     return True

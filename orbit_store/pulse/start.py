@@ -20,6 +20,7 @@ from orbit_store.schema import task_attempts
 from .attempts import find_attempt, finish_attempt, token_matches
 from .gates import gate_is_open
 from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
+from .outages import extend_lease_after_outage
 from .sessions import session_is_live
 from .transitions import hand_back, lock_task, transition
 
@@ -54,7 +55,12 @@ def start_attempt(
     # Under the task lock a current attempt is in the task's state: every path that ends or
     # starts an attempt holds that lock, so the attempt row need not be read again.
     if task.state == TaskState.RUNNING.value:
-        return StartResult(True, lease_expires_at=found.lease_expires_at, already_started=True)
+        return StartResult(
+            True,
+            lease_expires_at=found.lease_expires_at,
+            already_started=True,
+            lease_remaining_seconds=(found.lease_expires_at - now).total_seconds(),
+        )
     if not session_live:  # ending a session ended its leases (the reaper settles the task)
         return StartResult(False, StartRefusal.LEASE_EXPIRED)
     if task.cancel_requested:
@@ -74,6 +80,8 @@ def start_attempt(
         # Hand the task back at once rather than letting the lease run out.
         hand_back(conn, task, attempt_id, now=now, reason="gate closed at start", gate_open=False)
         return StartResult(False, StartRefusal.GATE_CLOSED)
+    # A lease that ran out in a server outage gets its grace first (pulse.outages).
+    extend_lease_after_outage(conn, attempt_id, task.lease_seconds, now)
     expires = now + dt.timedelta(seconds=task.lease_seconds)
     updated = conn.execute(
         task_attempts.update()
@@ -101,4 +109,6 @@ def start_attempt(
         attempt_id=attempt_id,
         safety=safety.value,
     )
-    return StartResult(True, lease_expires_at=expires)
+    return StartResult(
+        True, lease_expires_at=expires, lease_remaining_seconds=float(task.lease_seconds)
+    )

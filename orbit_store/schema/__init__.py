@@ -18,6 +18,7 @@ from .pulse import (
     task_events,
     tasks,
 )
+from .replicas import server_replicas
 from .schedules import schedule_occurrences, schedules
 from .weave import (
     workflow_activations,
@@ -51,6 +52,7 @@ __all__ = [
     "schedule_occurrences",
     "schedules",
     "schema_compatibility",
+    "server_replicas",
     "submission_keys",
     "subscriptions",
     "task_attempts",

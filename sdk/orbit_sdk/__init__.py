@@ -16,6 +16,7 @@ from .context import TaskContext
 from .errors import (
     Cancelled,
     CancelRequested,
+    CommitOutcomeUnknown,
     Conflict,
     DispatchClosed,
     FencedByRestore,
@@ -87,6 +88,7 @@ __all__ = [
     "CancelRequested",
     "Cancelled",
     "Client",
+    "CommitOutcomeUnknown",
     "CompletionResponse",
     "Conflict",
     "DispatchClosed",

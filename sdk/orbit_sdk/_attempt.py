@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from . import _calls
+from ._lease_deadline import report_timeout_passed
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
 from ._report_buffer import CallBatcher
@@ -56,7 +57,9 @@ class AttemptRunner:
         live: LiveSet,
         stopping: threading.Event,
         abandon: threading.Event,
+        report_timeout: float = 600.0,
     ) -> None:
+        self.report_timeout = report_timeout
         self.send = send
         self.handlers = handlers
         self.live = live
@@ -91,6 +94,16 @@ class AttemptRunner:
                 log.warning("task %s: finished after shutdown; not reported", ctx.task_id)
             elif report is None:
                 log.info("task %s: stopped after losing its lease", ctx.task_id, extra=_x(ctx))
+            elif ctx._outlived_lease():
+                # Not as if valid: the server may still count this attempt current (it has not
+                # seen the pause), and would apply an outcome from past the lease's deadline.
+                log.warning(
+                    "task %s: handler returned after its lease's deadline; %s not reported, "
+                    "the server's lease rules decide",
+                    ctx.task_id,
+                    report.outcome,
+                    extra=_x(ctx),
+                )
             else:
                 attempt.reporting = True
                 self.report(attempt, report)
@@ -108,6 +121,7 @@ class AttemptRunner:
         # mid-run, the task goes to review instead of being run again.
         safety = registered.safety if registered else None
         while True:
+            sent_at = time.monotonic()
             try:
                 started = self._start_once(attempt, safety)
             except OrbitError as exc:
@@ -119,7 +133,7 @@ class AttemptRunner:
                 if not started.started:
                     log.info("task %s: server did not start it", ctx.task_id, extra=_x(ctx))
                     return False
-                ctx._extend(started.lease_expires_at)
+                ctx._extend(started.lease_expires_at, started.lease_remaining_seconds, sent_at)
                 return True
             if ctx.lease_lost or backoff.sleep(self.stopping):
                 if self.stopping.is_set() and not ctx.lease_lost:
@@ -180,6 +194,7 @@ class AttemptRunner:
         A rejected body (422, or 413 for a result over the size limit) is re-sent once as a plain
         failure so the task does not hang."""
         ctx, backoff, fell_back = attempt.ctx, Backoff(), False
+        began = time.monotonic()
         while True:
             try:
                 done = self._report_once(attempt, report)
@@ -202,6 +217,15 @@ class AttemptRunner:
                     log.error("task %s: report refused: %s", ctx.task_id, exc, extra=_x(ctx))
                     return
                 log.warning("task %s: report failed: %s", ctx.task_id, exc, extra=_x(ctx))
+                if report_timeout_passed(began, self.report_timeout):
+                    log.error(
+                        "task %s: gave up reporting %s after %.0fs; the lease rules decide",
+                        ctx.task_id,
+                        report.outcome,
+                        self.report_timeout,
+                        extra=_x(ctx),
+                    )
+                    return
                 if backoff.sleep(self.abandon):
                     log.error("task %s: gave up reporting %s", ctx.task_id, report.outcome)
                     return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from . import _calls
@@ -60,6 +61,7 @@ class Heartbeater:
         retry = RetryPolicy(max_attempts=3, max_backoff=1.0, max_elapsed=max(interval / 2, 1.0))
         for index, chunk in enumerate(chunks):
             call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry)
+            sent_at = time.monotonic()
             try:
                 answer = HeartbeatResponse.model_validate(worker.send(call).json())
             except (Conflict, NotFound) as exc:
@@ -83,6 +85,6 @@ class Heartbeater:
             except Exception as exc:
                 log.warning("worker %s: heartbeat failed: %s", worker.name, exc)
                 return
-            worker.live.apply_heartbeat(answer.results)
+            worker.live.apply_heartbeat(answer.results, sent_at)
             if answer.session is not None and answer.session.state not in LIVE_SESSION_STATES:
                 worker.session_ended(answer.session.state)

@@ -74,8 +74,9 @@ class LiveSet:
                 self._cond.wait(min(poll, remaining))
             return not self._items
 
-    def apply_heartbeat(self, results: list[HeartbeatResult]) -> None:
-        """Tell each handler what the server said about its attempt."""
+    def apply_heartbeat(self, results: list[HeartbeatResult], sent_at: float | None = None) -> None:
+        """Tell each handler what the server said about its attempt (``sent_at``: monotonic
+        time the heartbeat was sent, from which the renewed lease's deadline counts)."""
         with self._cond:
             items = dict(self._items)
         for result in results:
@@ -86,7 +87,7 @@ class LiveSet:
                 if not attempt.reporting:  # a beat racing our own completion is no news
                     attempt.ctx._mark_lease_lost(result.reason)
                 continue
-            attempt.ctx._extend(result.lease_expires_at)
+            attempt.ctx._extend(result.lease_expires_at, result.lease_remaining_seconds, sent_at)
             if result.status == HeartbeatStatus.CANCEL_REQUESTED:
                 attempt.ctx._mark_cancel_requested()
 

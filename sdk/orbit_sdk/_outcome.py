@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .context import TaskContext
-from .errors import Cancelled, HandlerSignal, OutcomeUnknown, RetryableError
+from .errors import Cancelled, HandlerSignal, LeaseLost, OutcomeUnknown, RetryableError
 
 Handler = Callable[[TaskContext, Any], Any]
 
@@ -44,6 +44,8 @@ def report_for_exception(
     lease rules decide (retry a safe task, send an unsafe one to review). Raised with neither,
     it is a handler bug, surfaced as a failure.
     """
+    if isinstance(exc, LeaseLost) and lease_lost:
+        return None  # ctx.check() stopped the handler: nothing valid to report
     if isinstance(exc, RetryableError):
         return Report("failed", error=error_body(exc), retryable=True)
     if isinstance(exc, OutcomeUnknown):

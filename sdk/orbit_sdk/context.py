@@ -10,9 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import MutableMapping
 from typing import Any
 
+from ._lease_deadline import LOCAL_EXPIRY_REASON, LeaseDeadline
+from .errors import LeaseLost
 from .models import Lease
 
 log = logging.getLogger("orbit_sdk.handler")
@@ -39,6 +42,11 @@ class TaskContext:
         self._cancel = threading.Event()
         self._lost = threading.Event()
         self._stop = threading.Event()  # either of the two: what wait_for_cancel waits on
+        #: The lease's end on this process's monotonic clock (``_lease_deadline``); a grant is
+        #: measured from its arrival, starts and heartbeats from when they were sent.
+        self._deadline = LeaseDeadline()
+        self._deadline.update(time.monotonic(), lease.lease_remaining_seconds)
+        self._expired_locally = False
         #: Adds the task and attempt ids to every record a handler logs through it.
         self.log = _TaskLogger(
             log, {"orbit_task_id": self.task_id, "orbit_attempt_id": self.attempt_id}
@@ -65,10 +73,33 @@ class TaskContext:
 
     @property
     def lease_lost(self) -> bool:
-        """The server no longer counts this attempt as current: another attempt may run (or
-        have run) the task, and this attempt's report will only be kept as evidence. Stop side
-        effects that the fencing ``generation`` does not protect."""
+        """The server no longer counts this attempt as current, or its lease's deadline passed
+        here without a renewal (the process was paused, or the server unreachable): another
+        attempt may run (or have run) the task. Stop side effects that the fencing
+        ``generation`` does not protect."""
+        if not self._lost.is_set() and self._deadline.passed():
+            self._expired_locally = True
+            self._mark_lease_lost(LOCAL_EXPIRY_REASON)
         return self._lost.is_set()
+
+    @property
+    def lease_seconds_left(self) -> float | None:
+        """Seconds until the lease ends unless renewed, on this process's clock (None: the
+        server did not say)."""
+        return self._deadline.seconds_left()
+
+    def check(self) -> None:
+        """Call right before each side effect: raises ``LeaseLost`` once the lease is lost or
+        its deadline passed here. Let it propagate: nothing is reported for this attempt and
+        the server's lease rules decide (a safe task runs again, an unsafe one goes to review).
+        Pass ``generation`` along with the side effect so the downstream system can refuse a
+        writer that was paused between this check and its write."""
+        if self.lease_lost:
+            raise LeaseLost.from_detail(
+                f"attempt {self.attempt_id} (generation {self.generation}) no longer holds its "
+                "lease; stop before the next side effect",
+                title="Lease lost",
+            )
 
     @property
     def should_stop(self) -> bool:
@@ -78,7 +109,17 @@ class TaskContext:
         """Block up to ``timeout`` s until a cancel request arrives or the lease is lost;
         True if one did. Handy as an interruptible sleep. (From async code:
         ``await asyncio.to_thread(ctx.wait_for_cancel, t)``.)"""
-        return self._stop.wait(timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.lease_lost or self._stop.is_set():
+                return True
+            waits = [self._deadline.seconds_left(), None if end is None else end - time.monotonic()]
+            bounded = [w for w in waits if w is not None]
+            wait = max(min(bounded), 0.0) if bounded else None
+            if self._stop.wait(wait):
+                return True
+            if end is not None and time.monotonic() >= end:
+                return bool(self.lease_lost)
 
     # --- set by the worker ------------------------------------------------------------------
 
@@ -94,9 +135,24 @@ class TaskContext:
         self._lost.set()
         self._stop.set()
 
-    def _extend(self, lease_expires_at: dt.datetime | None) -> None:
+    def _extend(
+        self,
+        lease_expires_at: dt.datetime | None,
+        remaining_seconds: float | None = None,
+        sent_at: float | None = None,
+    ) -> None:
+        """A server renewed the lease; ``sent_at``: monotonic time its request was sent."""
+        if self._lost.is_set():
+            return  # lost is final: a handler told to stop is not told to go on
         if lease_expires_at is not None:
             self.lease_expires_at = lease_expires_at
+        if sent_at is not None:
+            self._deadline.update(sent_at, remaining_seconds)
+
+    def _outlived_lease(self) -> bool:
+        """The handler is returning after its lease's local deadline: its report would claim
+        a lease this worker could not show it held, so it is not sent as valid."""
+        return self._expired_locally or self._deadline.passed()
 
     def _as_log_extra(self) -> dict[str, Any]:
         return {

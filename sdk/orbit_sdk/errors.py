@@ -144,6 +144,15 @@ class DispatchClosed(Unavailable):
     slug = "dispatch-closed"
 
 
+class CommitOutcomeUnknown(Unavailable):
+    """The server lost its database connection while committing this request: the change may
+    or may not have been made. Retrying the same request is safe for calls with a stable
+    identity (a submission's idempotency key, an attempt's id and token); the SDK's transport
+    retries those like any other 503."""
+
+    slug = "outcome-unknown"
+
+
 class ServerUnreachable(Unavailable):
     """No HTTP answer at all (connection refused, timeouts) after the transport's retries.
 
@@ -181,6 +190,7 @@ PROBLEM_CLASSES: dict[str, type[OrbitError]] = {
         FencedByRestore,
         Unavailable,
         DispatchClosed,
+        CommitOutcomeUnknown,
     )
     if cls.slug is not None
 }

@@ -233,6 +233,8 @@ class Lease(WireModel):
     safety: str = "safe"
     state_version: int
     deadline_at: dt.datetime | None = None
+    #: Seconds to the lease's end as the server saw it: the local deadline's measure.
+    lease_remaining_seconds: float | None = None
 
 
 class LeaseBatch(WireModel):
@@ -243,6 +245,8 @@ class StartResponse(WireModel):
     started: bool
     already_started: bool = False
     lease_expires_at: dt.datetime | None = None
+    #: Seconds to the lease's end as the server saw it: the local deadline's measure.
+    lease_remaining_seconds: float | None = None
 
 
 class HeartbeatStatus(enum.StrEnum):
@@ -256,6 +260,8 @@ class HeartbeatResult(WireModel):
     status: str
     lease_expires_at: dt.datetime | None = None
     reason: str | None = None
+    #: Seconds to the lease's end as the server saw it: the local deadline's measure.
+    lease_remaining_seconds: float | None = None
 
 
 class HeartbeatResponse(WireModel):

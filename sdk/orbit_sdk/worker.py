@@ -62,6 +62,8 @@ class Worker:
     handlers registered before ``run()``: the server grants this worker only their tasks.
     Starts and outcome reports of attempts that finish together go in one call, each gathered
     for at most ``batch_linger`` seconds (``None``: one call per attempt, protocol 1).
+    ``report_timeout`` bounds how long an outcome is re-sent while the server cannot be
+    reached (it keeps the lease renewed meanwhile); after it the server's lease rules decide.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Worker:
         heartbeat_interval: float | None = None,
         lease_wait_seconds: float = 10,
         drain_timeout: float = 30,
+        report_timeout: float = 600,
         pod_uid: str | None = None,
         session_ttl_seconds: int = 60,
         timeout: float = DEFAULT_TIMEOUT,
@@ -128,6 +131,7 @@ class Worker:
             live=self._live,
             stopping=self._stopping,
             abandon=self._abandon,
+            report_timeout=report_timeout,
         )
         #: Set when ``run()`` ended because of an error it could not recover from.
         self.fatal_error: BaseException | None = None

@@ -41,6 +41,7 @@ def test_a_wrong_token_and_an_unknown_attempt_are_refused_alone_inv3(api: Api) -
     results = asyncio.run(scenario())["results"]
     assert [r["status"] for r in results] == ["ok", "refused", "refused"]
     assert results[0]["lease_expires_at"] is not None
+    assert results[0]["lease_remaining_seconds"] > 0, "the local lease deadline is measured by it"
     assert results[1]["problem"]["type"] == PROBLEMS + "invalid-attempt-token"
     assert results[2]["problem"]["type"] == PROBLEMS + "not-found"
 

@@ -79,14 +79,14 @@ class Server:
     webhook_secrets: Path  # the server's --webhook-secrets-dir
 
 
-def start_server(database_url: str, log: Path, *args: str) -> Server:
-    """`orbit server` on a free port of 127.0.0.1, once it answers /healthz (not necessarily
-    ready: a test may start one on a schema it refuses)."""
-    port = free_port()
+def start_server(database_url: str, log: Path, *args: str, port: int | None = None) -> Server:
+    """`orbit server` on ``port`` (default: a free one) of 127.0.0.1, once it answers /healthz
+    (not necessarily ready: a test may start one on a schema it refuses)."""
+    port = free_port() if port is None else port
     secrets = log.parent / "webhook-secrets"
     secrets.mkdir(exist_ok=True)
     env = {**os.environ, "ORBIT_DATABASE_URL": database_url, "ORBIT_LOG_LEVEL": "INFO"}
-    with log.open("wb") as sink:
+    with log.open("ab") as sink:
         process = subprocess.Popen(
             [ORBIT, "server", "--port", str(port), "--webhook-secrets-dir", str(secrets), *args],
             env=env,

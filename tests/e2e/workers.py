@@ -71,3 +71,14 @@ def cancellable(ctx: Any, params: Any) -> Any:
 def uncertain(ctx: Any, params: Any) -> Any:
     """Cannot tell whether its side effect happened: the task goes to NEEDS_REVIEW."""
     raise OutcomeUnknown("the payment provider timed out")
+
+
+@worker.handler("e2e.ledger")
+def ledger(ctx: Any, params: Any) -> Any:
+    """A side effect per step, each right after ``ctx.check()`` (the local lease deadline):
+    the paused-worker test reads when each generation wrote."""
+    for step in range(params["steps"]):
+        ctx.check()
+        record("ledger", f"{ctx.task_id}:{ctx.generation}:{step}:{time.time():.6f}")
+        time.sleep(params.get("pause", 0.2))
+    return {"steps": params["steps"]}

@@ -5,6 +5,8 @@ closes dispatch for the whole database."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 import sqlalchemy as sa
 
@@ -12,7 +14,7 @@ from orbit_store import fencing
 from orbit_store.errors import Conflict, DispatchClosed, InvalidRequest
 from orbit_store.pulse.model import CompletionStatus, RenewStatus, Safety, StartRefusal
 from orbit_store.restore_fence import FenceReport, restore_fence
-from orbit_store.schema import audit_log, worker_sessions
+from orbit_store.schema import audit_log, server_replicas, worker_sessions
 from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
@@ -173,3 +175,30 @@ def test_verify_finds_a_grant_a_fence_left_live_and_a_second_fence_settles_it(
     _fence(
         isolated_pulse, "fenced again"
     )  # the isolated_pulse fixture verifies the database afterwards
+
+
+def test_a_fence_right_after_service_resumed_still_settles_its_cut_leases_inv7(
+    isolated_pulse: PulseDriver,
+) -> None:
+    """The outage grace (a lease that ran out while no replica served is extended) is not for
+    leases the fence cut on purpose: a server restarted after the restore must not keep them."""
+    now = isolated_pulse.now()
+    isolated_pulse.tx(
+        lambda c: c.execute(
+            server_replicas.insert().values(
+                id="just-restarted",
+                host="h",
+                pid=1,
+                started_at=now - dt.timedelta(seconds=1),
+                last_seen_at=now,
+            )
+        )
+    )
+    safe = isolated_pulse.submit(safety=Safety.SAFE)
+    grant = isolated_pulse.claim_one()
+    assert isolated_pulse.start(grant).started
+
+    report = _fence(isolated_pulse)
+
+    assert isolated_pulse.state(safe.task_id) == "WAITING"
+    assert report.settled == {"WAITING": 1}

@@ -1,0 +1,81 @@
+"""A whole-server outage is not charged to the workers (issue 15, fix 1).
+
+While no server replica serves, no worker can renew its lease or report its outcome. A lease
+(or a worker session) that ran out in such a gap — or runs out so soon after service resumed
+that its holder had no fair chance to renew — is given a grace instead of being lapsed: it now
+ends ``lease_seconds`` (the session: its TTL) after service resumed, as if renewed at that
+moment. Its worker then renews or reports as usual; a worker that died meanwhile is lapsed when
+the grace ends, by the ordinary rules (invariant 3: still only the current attempt applies;
+invariant 7: an unsafe task still goes to review when its worker is truly lost).
+
+A lease that ran out while a replica was serving is not touched: its worker had the chance.
+All replicas decide from the same rows (``orbit_store.replicas``) and database time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import sqlalchemy as sa
+
+from orbit_store.fencing import is_fenced
+from orbit_store.replicas import ServingWindow, serving_window
+
+__all__ = ["extend_lease_after_outage", "grace_expiry", "serving_window"]
+from orbit_store.schema import task_attempts
+
+from .attempts import LIVE_ATTEMPT_STATES
+
+log = logging.getLogger(__name__)
+
+
+def grace_expiry(
+    window: ServingWindow | None, expired_at: dt.datetime, renew_seconds: float
+) -> dt.datetime | None:
+    """The new expiry for a lease or session that ran out at ``expired_at``, or None when it
+    is to lapse. ``renew_seconds``: what one renewal grants it (lease_seconds, session TTL)."""
+    if window is None:
+        return None
+    if window.gap_began_at is not None and expired_at < window.gap_began_at:
+        return None  # ran out while a replica was serving
+    until = window.resumed_at + dt.timedelta(seconds=renew_seconds)
+    if expired_at >= until:
+        return None  # renewed (or granted) after service resumed: no outage to excuse
+    return until
+
+
+def extend_lease_after_outage(
+    conn: sa.Connection, attempt_id: str, lease_seconds: float, now: dt.datetime
+) -> dt.datetime | None:
+    """Give a live attempt whose lease ran out in an outage its grace; returns the new expiry,
+    or None when the lease is to lapse (or is no longer live and expired). A conditional update
+    on the expiry that was read: a renewal or a lapse racing it wins."""
+    row = conn.execute(
+        sa.select(
+            task_attempts.c.lease_expires_at, task_attempts.c.state, task_attempts.c.epoch
+        ).where(task_attempts.c.id == attempt_id)
+    ).one_or_none()
+    if row is None or row.state not in LIVE_ATTEMPT_STATES or row.lease_expires_at > now:
+        return None
+    if is_fenced(conn, row.epoch):
+        return None  # cut on purpose by a restore fence, not by an outage: it lapses
+    until = grace_expiry(serving_window(conn, now), row.lease_expires_at, lease_seconds)
+    if until is None or until <= now:
+        return None
+    updated = conn.execute(
+        task_attempts.update()
+        .where(
+            task_attempts.c.id == attempt_id,
+            task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+            task_attempts.c.lease_expires_at == row.lease_expires_at,
+        )
+        .values(lease_expires_at=until)
+    )
+    if updated.rowcount != 1:
+        return None
+    log.info(
+        "lease ran out while no server replica was serving; extended",
+        extra={"attempt_id": attempt_id, "until": until.isoformat()},
+    )
+    return until

@@ -1,0 +1,94 @@
+"""A worker paused past its lease (SIGSTOP: a GC pause, a frozen VM) stops its handler's side
+effects on resuming, before any heartbeat tells it (issue 15, fix 2): the SDK keeps the lease's
+deadline on its own monotonic clock, measured from when it sent the request that set it, and
+``ctx.check()`` raises ``LeaseLost`` past it. Its outcome is not reported as valid. Seed
+invariant 3: a superseded attempt's effects must not land after its successor's began."""
+
+from __future__ import annotations
+
+import functools
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from orbit_store.db import run_transaction
+from orbit_store.pulse.model import QueuePolicy
+from orbit_store.pulse.queues import put_queue
+from orbit_store.schema import task_attempts
+
+from .conftest import Tenant, wait_until
+
+pytestmark = pytest.mark.slow
+
+LEASE_SECONDS = 2
+
+
+def ledger(directory: Path) -> list[tuple[int, int, float]]:
+    """(generation, step, wall time) of every side effect the handlers wrote."""
+    path = directory / "ledger"
+    rows = path.read_text().split() if path.exists() else []
+    return [(int(g), int(s), float(t)) for _, g, s, t in (r.split(":") for r in rows)]
+
+
+def test_a_worker_paused_past_its_lease_writes_nothing_after_its_successor_began(
+    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
+) -> None:
+    run_transaction(
+        mariadb_engine,
+        functools.partial(
+            put_queue,
+            namespace=tenant.namespace,
+            policy=QueuePolicy(name="paused", lease_seconds=LEASE_SECONDS),
+        ),
+    )
+    answer = httpx.post(
+        f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks",
+        json={
+            "queue": "paused",
+            "handler": "e2e.ledger",
+            "params": {"steps": 25, "pause": 0.2},
+            "retry": {"max_attempts": 3, "backoff_initial_seconds": 0.1},
+        },
+        headers=tenant.headers,
+    )
+    assert answer.status_code == 201, answer.text
+    task_id = answer.json()["id"]
+    paused = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES="paused")
+    wait_until(lambda: len(ledger(tmp_path)) >= 3, timeout=30)
+    paused.send_signal(signal.SIGSTOP)
+    first = ledger(tmp_path)[0][0]  # generations are fencing numbers, not 1, 2, ...
+    try:
+        tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES="paused")
+        wait_until(lambda: any(g > first for g, _, _ in ledger(tmp_path)), timeout=30)
+        time.sleep(0.5)  # the successor is writing
+    finally:
+        paused.send_signal(signal.SIGCONT)
+
+    def succeeded() -> bool:
+        url = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks/{task_id}"
+        return httpx.get(url, headers=tenant.headers).json()["state"] == "SUCCEEDED"
+
+    wait_until(succeeded, timeout=30)
+    time.sleep(1.0)  # the resumed worker has had every chance to write and to report
+    effects = ledger(tmp_path)
+    successor = min(g for g, _, _ in effects if g > first)
+    successor_began = min(t for g, _, t in effects if g == successor)
+    late = [(g, s, t) for g, s, t in effects if g == first and t >= successor_began]
+    assert late == [], "the paused generation wrote after its successor began"
+    assert sorted(s for g, s, _ in effects if g == successor) == list(range(25))
+    with mariadb_engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(
+                task_attempts.c.generation, task_attempts.c.outcome, task_attempts.c.late_outcome
+            ).where(task_attempts.c.task_id == task_id)
+        ).all()
+    by_generation = {r.generation: r for r in rows}
+    assert sorted(by_generation) == [first, successor], rows
+    paused_attempt = by_generation[first]
+    assert paused_attempt.outcome == "LAPSED" and paused_attempt.late_outcome is None, (
+        "no report from the paused"
+    )

@@ -1,0 +1,111 @@
+"""Leases and an outage of every server replica (issue 15, fix 1; seed invariants 3 and 7).
+
+A lease that ran out while no replica served is given ``lease_seconds`` from the moment service
+resumed; one that ran out while a replica served lapses as before (its worker had the chance,
+so a dead worker is never kept alive by the rule)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from orbit_store import replicas
+from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.pulse.outages import grace_expiry
+from orbit_store.replicas import ServingWindow
+from orbit_store.schema import server_replicas
+
+T0 = dt.datetime(2026, 12, 1, 3, 0, 0)
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+# Served until T0+10, nothing served until T0+30, serving since.
+OUTAGE = ServingWindow(resumed_at=at(30), gap_began_at=at(10))
+
+
+def test_a_lease_that_ran_out_during_the_outage_gets_lease_seconds_from_resumption() -> None:
+    assert grace_expiry(OUTAGE, at(15), renew_seconds=5) == at(35)
+
+
+def test_a_lease_running_out_just_after_resumption_gets_the_same_grace() -> None:
+    assert grace_expiry(OUTAGE, at(32), renew_seconds=5) == at(35)
+
+
+def test_a_lease_that_ran_out_while_a_replica_served_lapses() -> None:
+    """The worker died (or stalled) while it could have renewed: no grace."""
+    assert grace_expiry(OUTAGE, at(9), renew_seconds=5) is None
+
+
+def test_a_lease_granted_after_resumption_is_not_touched() -> None:
+    assert grace_expiry(OUTAGE, at(36), renew_seconds=5) is None
+
+
+def test_without_a_serving_replica_nothing_is_an_outage() -> None:
+    assert grace_expiry(None, at(15), renew_seconds=5) is None
+
+
+@pytest.fixture
+def replica_engine(migrated_database: Callable[[], str]) -> Iterator[sa.Engine]:
+    """A database of its own: replica rows are global and would excuse other tests' leases."""
+    engine = create_store_engine(migrated_database())
+    yield engine
+    engine.dispose()
+
+
+def add_replica(engine: sa.Engine, rid: str, started: float, seen: float, now: dt.datetime) -> None:
+    run_transaction(
+        engine,
+        lambda conn: conn.execute(
+            server_replicas.insert().values(
+                id=rid,
+                host="h",
+                pid=1,
+                started_at=now + dt.timedelta(seconds=started),
+                last_seen_at=now + dt.timedelta(seconds=seen),
+            )
+        ),
+    )
+
+
+def test_the_serving_window_spans_overlapping_replicas_and_ends_at_a_silence(
+    replica_engine: sa.Engine,
+) -> None:
+    now = dt.datetime(2026, 12, 1, 4, 0, 0)
+    add_replica(replica_engine, "a", -100, -60, now)  # served, then died
+    add_replica(replica_engine, "b", -62, -40, now)  # overlapped a; the stretch ends at -40
+    add_replica(replica_engine, "c", -20, 0, now)  # after 20 s of silence: service resumed
+    add_replica(replica_engine, "d", -10, -1, now)  # overlaps c: same stretch
+    window = run_transaction(replica_engine, lambda conn: replicas.serving_window(conn, now))
+    assert window == ServingWindow(
+        resumed_at=now - dt.timedelta(seconds=20), gap_began_at=now - dt.timedelta(seconds=40)
+    )
+
+
+def test_no_window_when_every_replica_has_been_silent(replica_engine: sa.Engine) -> None:
+    now = dt.datetime(2026, 12, 1, 4, 0, 0)
+    add_replica(replica_engine, "a", -100, -replicas.SILENCE_SECONDS - 1, now)
+    assert run_transaction(replica_engine, lambda conn: replicas.serving_window(conn, now)) is None
+
+
+def test_a_replica_silent_past_the_limit_starts_a_new_stretch(replica_engine: sa.Engine) -> None:
+    """A beat after a stall (or a database outage) does not bridge the gap."""
+    run_transaction(
+        replica_engine,
+        lambda conn: replicas.record_start(conn, replica_id="r", host="h", pid=1),
+    )
+    assert run_transaction(replica_engine, lambda conn: replicas.beat(conn, replica_id="r"))
+    run_transaction(
+        replica_engine,
+        lambda conn: conn.execute(
+            server_replicas.update().values(
+                last_seen_at=sa.func.utc_timestamp(6) - sa.text("INTERVAL 10 SECOND")
+            )
+        ),
+    )
+    assert not run_transaction(replica_engine, lambda conn: replicas.beat(conn, replica_id="r"))
