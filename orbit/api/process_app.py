@@ -24,6 +24,8 @@ from .app import create_app
 from .context import ServerSettings
 
 SETTINGS_ENV = "ORBIT_SERVER_PROCESS_SETTINGS"
+#: The supervising process's pid, set by it before it spawns the HTTP processes.
+SUPERVISOR_ENV = "ORBIT_SERVER_SUPERVISOR_PID"
 
 log = logging.getLogger("orbit.server")
 
@@ -38,13 +40,21 @@ def settings_for_processes(settings: ServerSettings) -> str:
 def http_app() -> FastAPI:
     configure_logging(os.environ.get("ORBIT_LOG_LEVEL", "INFO"))
     settings = ServerSettings(**json.loads(os.environ[SETTINGS_ENV]))
-    threading.Thread(
-        target=_stop_with, args=(os.getppid(),), name="orbit-parent-watch", daemon=True
-    ).start()
+    watch_supervisor()
     engine = open_engine(
         settings.database_url, warn_durability=False, pool_size=settings.db_pool_size
     )
     return create_app(engine, settings)
+
+
+def watch_supervisor() -> None:
+    """Stop this HTTP process when its supervisor is gone. The supervisor's pid comes from the
+    supervisor itself, not from getppid(): a process that loads the app after its supervisor
+    died already has init as its parent and would otherwise serve on forever."""
+    supervisor = int(os.environ.get(SUPERVISOR_ENV) or os.getppid())
+    threading.Thread(
+        target=_stop_with, args=(supervisor,), name="orbit-parent-watch", daemon=True
+    ).start()
 
 
 def _stop_with(supervisor: int) -> None:

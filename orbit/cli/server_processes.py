@@ -39,7 +39,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
 
     from orbit.api.app import engine_loops, record_serving
     from orbit.api.context import AppContext
-    from orbit.api.process_app import SETTINGS_ENV, settings_for_processes
+    from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
     from orbit.api.wakeups import Wakeups
     from orbit.engines.liveness import ReplicaLiveness
     from orbit.metrics import Metrics
@@ -47,6 +47,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     # The engine loops need few connections: a small pool, not an HTTP process's.
     engine = store_engine(settings.database_url, warn_durability=True, pool_size=ENGINE_POOL_SIZE)
     os.environ[SETTINGS_ENV] = settings_for_processes(settings)
+    os.environ[SUPERVISOR_ENV] = str(os.getpid())
     os.environ["ORBIT_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().level)
     config = uvicorn.Config(
         "orbit.api.process_app:http_app",

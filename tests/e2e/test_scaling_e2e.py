@@ -174,9 +174,19 @@ def test_the_engine_loops_run_once_per_pod_and_the_gauge_loop_per_process(pod: S
     log = Path(pod.log).read_text()
     started = re.findall(r'"msg": "engine loop started", "loop": "([^"]+)"', log)
     assert sorted(set(started)) == sorted(
-        ["reaper", "deliveries", "scheduler", "weave-inbox", "weave-timers", "promoter", "gauges"]
+        [
+            "reaper",
+            "liveness",
+            "deliveries",
+            "scheduler",
+            "weave-inbox",
+            "weave-timers",
+            "promoter",
+            "gauges",
+        ]
     )
     assert started.count("reaper") == 1
+    assert started.count("liveness") == 1, "the pod is one replica: one liveness beat"
     assert started.count("gauges") == 2
     assert len(re.findall(r"Started server process", log)) == 2
 
