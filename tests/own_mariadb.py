@@ -34,6 +34,8 @@ class OwnMariaDB:
     directory: Path
     port: int
     process: subprocess.Popen[bytes]
+    options: tuple[str, ...] = ()
+    crashes: int = 0
 
     @property
     def url(self) -> str:
@@ -48,6 +50,17 @@ class OwnMariaDB:
         self._terminate()
         if remove:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def crash(self) -> None:
+        """SIGKILL: no shutdown; InnoDB recovers from its redo log at the next start."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+        self.crashes += 1
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """Start ``mariadbd`` again on the same datadir, port and options (after a crash)."""
+        self.process = _launch(self.directory, self.port, self.options)
+        _wait_until_serving(self, timeout)
 
     def _terminate(self) -> None:
         if self.process.poll() is None:
@@ -83,11 +96,19 @@ def start_own_mariadb(directory: Path, *options: str, timeout: float = 60.0) -> 
         timeout=timeout,
     )
     port = _free_port()
-    process = subprocess.Popen(
+    own = OwnMariaDB(directory, port, _launch(directory, port, options), options)
+    _wait_until_serving(own, timeout)
+    return own
+
+
+def _launch(directory: Path, port: int, options: tuple[str, ...]) -> subprocess.Popen[bytes]:
+    assert SERVER is not None
+    user = ["--user=root"] if _running_as_root() else []
+    return subprocess.Popen(
         [
             SERVER,
             "--no-defaults",
-            f"--datadir={data}",
+            f"--datadir={directory / 'data'}",
             f"--port={port}",
             "--bind-address=127.0.0.1",
             f"--socket={directory / 'mariadb.sock'}",
@@ -100,9 +121,6 @@ def start_own_mariadb(directory: Path, *options: str, timeout: float = 60.0) -> 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    own = OwnMariaDB(directory, port, process)
-    _wait_until_serving(own, timeout)
-    return own
 
 
 def _running_as_root() -> bool:
