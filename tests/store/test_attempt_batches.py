@@ -67,10 +67,14 @@ def test_a_batch_starts_every_valid_attempt_and_refuses_a_wrong_token_alone_inv3
             batches.StartItem(third.attempt_id, third.token),
         ],
     )
-    assert results[first.attempt_id] == StartResult(
+    started = results[first.attempt_id]
+    assert isinstance(started, StartResult)
+    assert started == StartResult(
         True,
-        lease_expires_at=results[first.attempt_id].lease_expires_at,  # type: ignore[attr-defined]
+        lease_expires_at=started.lease_expires_at,
+        lease_remaining_seconds=started.lease_remaining_seconds,
     )
+    assert started.lease_remaining_seconds and started.lease_remaining_seconds > 0
     assert results[second.attempt_id] == StartResult(False, StartRefusal.INVALID_TOKEN)
     assert isinstance(results[third.attempt_id], StartResult)
     assert [pulse.state(g.task_id) for g in (first, second, third)] == [
