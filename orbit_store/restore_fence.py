@@ -24,10 +24,10 @@ import sqlalchemy as sa
 
 from .audit import record_audit
 from .clock import db_now
-from .db import by_primary_key, run_transaction
+from .db import run_transaction
 from .fencing import RestoreFence, raise_fence
 from .pulse import service
-from .pulse.attempts import LIVE_ATTEMPT_STATES
+from .pulse.attempts import LIVE_ATTEMPT_STATES, cut_leases
 from .pulse.sessions import LIVE, end_session, lock_session
 from .schema import namespaces, task_attempts, worker_sessions
 
@@ -119,17 +119,7 @@ def fence_namespace(
             )
         ).scalars()
     )
-    if stale:
-        cut = (
-            task_attempts.update()
-            .where(
-                task_attempts.c.id.in_(stale),
-                task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
-                task_attempts.c.lease_expires_at > now,
-            )
-            .values(lease_expires_at=now)
-        )
-        conn.execute(by_primary_key(cut, task_attempts))
+    cut_leases(conn, stale, now)
     result = NamespaceFenced(namespace, len(ended), len(stale))
     record_audit(
         conn,

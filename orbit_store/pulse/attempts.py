@@ -10,11 +10,30 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.db import by_primary_key
 from orbit_store.schema import task_attempts, tasks
 
 from .model import AttemptOutcome, AttemptState
 
 LIVE_ATTEMPT_STATES = (AttemptState.LEASED.value, AttemptState.RUNNING.value)
+
+
+def cut_leases(conn: sa.Connection, attempt_ids: list[str], now: dt.datetime) -> None:
+    """Make these live attempts' leases end ``now`` (the reaper then settles each task by the
+    lease rules, invariants 3 and 7). By primary key, in id order: a lock taken through a
+    secondary index could deadlock with a completion holding the attempt."""
+    if not attempt_ids:
+        return
+    cut = (
+        task_attempts.update()
+        .where(
+            task_attempts.c.id.in_(sorted(attempt_ids)),
+            task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+            task_attempts.c.lease_expires_at > now,
+        )
+        .values(lease_expires_at=now)
+    )
+    conn.execute(by_primary_key(cut, task_attempts))
 
 
 def hash_token(token: str) -> str:

@@ -23,11 +23,14 @@ from orbit_store.fencing import is_fenced
 from orbit_store.replicas import ServingWindow, serving_window
 
 __all__ = ["extend_lease_after_outage", "grace_expiry", "serving_window"]
-from orbit_store.schema import task_attempts
+from orbit_store.schema import task_attempts, worker_sessions
 
 from .attempts import LIVE_ATTEMPT_STATES
 
 log = logging.getLogger(__name__)
+#: A session in these states may still renew its leases (``sessions.LIVE``; not imported:
+#: sessions imports this module).
+LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
 
 
 def grace_expiry(
@@ -53,13 +56,18 @@ def extend_lease_after_outage(
     on the expiry that was read: a renewal or a lapse racing it wins."""
     row = conn.execute(
         sa.select(
-            task_attempts.c.lease_expires_at, task_attempts.c.state, task_attempts.c.epoch
+            task_attempts.c.lease_expires_at,
+            task_attempts.c.state,
+            task_attempts.c.epoch,
+            task_attempts.c.worker_session_id,
         ).where(task_attempts.c.id == attempt_id)
     ).one_or_none()
     if row is None or row.state not in LIVE_ATTEMPT_STATES or row.lease_expires_at > now:
         return None
-    if is_fenced(conn, row.epoch):
-        return None  # cut on purpose by a restore fence, not by an outage: it lapses
+    # Cut on purpose, not by an outage — a restore fence, or the end of the worker's session
+    # (pod deleted, name re-registered, drained and closed): such a lease lapses at once.
+    if is_fenced(conn, row.epoch) or _session_ended(conn, row.worker_session_id):
+        return None
     until = grace_expiry(serving_window(conn, now), row.lease_expires_at, lease_seconds)
     if until is None or until <= now:
         return None
@@ -79,3 +87,12 @@ def extend_lease_after_outage(
         extra={"attempt_id": attempt_id, "until": until.isoformat()},
     )
     return until
+
+
+def _session_ended(conn: sa.Connection, session_id: str | None) -> bool:
+    if session_id is None:
+        return False
+    state = conn.execute(
+        sa.select(worker_sessions.c.state).where(worker_sessions.c.id == session_id)
+    ).scalar_one_or_none()
+    return state not in LIVE_SESSION_STATES

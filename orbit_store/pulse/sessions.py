@@ -20,12 +20,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
-from .attempts import LIVE_ATTEMPT_STATES
+from .attempts import LIVE_ATTEMPT_STATES, cut_leases
 from .outages import grace_expiry, serving_window
 
 LIVE = ("ACTIVE", "DRAINING")
@@ -279,15 +278,4 @@ def end_session(
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
         )
     ).scalars()
-    ids = sorted(attempts)
-    if ids:
-        cut = (
-            task_attempts.update()
-            .where(
-                task_attempts.c.id.in_(ids),
-                task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
-                task_attempts.c.lease_expires_at > now,
-            )
-            .values(lease_expires_at=now)
-        )
-        conn.execute(by_primary_key(cut, task_attempts))
+    cut_leases(conn, list(attempts), now)

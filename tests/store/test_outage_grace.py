@@ -14,9 +14,12 @@ import sqlalchemy as sa
 
 from orbit_store import replicas
 from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.pulse.model import Safety
 from orbit_store.pulse.outages import grace_expiry
 from orbit_store.replicas import ServingWindow
 from orbit_store.schema import server_replicas
+
+from .pulse_driver import PulseDriver
 
 T0 = dt.datetime(2026, 12, 1, 3, 0, 0)
 
@@ -109,3 +112,28 @@ def test_a_replica_silent_past_the_limit_starts_a_new_stretch(replica_engine: sa
         ),
     )
     assert not run_transaction(replica_engine, lambda conn: replicas.beat(conn, replica_id="r"))
+
+
+def test_a_lease_whose_session_was_ended_lapses_even_just_after_service_resumed_inv7(
+    isolated_pulse: PulseDriver,
+) -> None:
+    """The grace is for leases nobody could renew during an outage, not for those an ended
+    session gave up on purpose (pod deleted, name re-registered): a replica that has just
+    started must still lapse them at once, as `DELETE /v1/worker-sessions/{id}` promises."""
+    now = isolated_pulse.now()
+    isolated_pulse.tx(
+        lambda c: c.execute(
+            server_replicas.insert().values(
+                id="just-started", host="h", pid=1, started_at=now, last_seen_at=now
+            )
+        )
+    )
+    session = isolated_pulse.session()
+    task = isolated_pulse.submit(safety=Safety.UNSAFE)
+    grant = isolated_pulse.claim_one()
+    assert isolated_pulse.start(grant).started
+
+    isolated_pulse.revoke(session.id)
+    isolated_pulse.reap()
+
+    assert isolated_pulse.state(task.task_id) == "NEEDS_REVIEW"
