@@ -64,6 +64,10 @@ class WaitPath(enum.StrEnum):
     BLOCKED_KEY = "BLOCKED_KEY"  # its concurrency key has no free permit (released in order)
 
 
+#: Worker-session states in which a session may still be granted work and renew its leases.
+LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
+
+
 class AttemptState(enum.StrEnum):
     LEASED = "LEASED"
     RUNNING = "RUNNING"

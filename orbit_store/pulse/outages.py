@@ -26,11 +26,9 @@ __all__ = ["extend_lease_after_outage", "grace_expiry", "serving_window"]
 from orbit_store.schema import task_attempts, worker_sessions
 
 from .attempts import LIVE_ATTEMPT_STATES
+from .model import LIVE_SESSION_STATES
 
 log = logging.getLogger(__name__)
-#: A session in these states may still renew its leases (``sessions.LIVE``; not imported:
-#: sessions imports this module).
-LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
 
 
 def grace_expiry(

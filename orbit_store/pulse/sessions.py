@@ -25,9 +25,10 @@ from orbit_store.ids import new_id
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
 from .attempts import LIVE_ATTEMPT_STATES, cut_leases
+from .model import LIVE_SESSION_STATES
 from .outages import grace_expiry, serving_window
 
-LIVE = ("ACTIVE", "DRAINING")
+LIVE = LIVE_SESSION_STATES
 
 
 @dataclass(frozen=True)
