@@ -21,7 +21,8 @@ SERVER = shutil.which("mariadbd") or (
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 nobody listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -95,7 +96,7 @@ def start_own_mariadb(directory: Path, *options: str, timeout: float = 60.0) -> 
         capture_output=True,
         timeout=timeout,
     )
-    port = _free_port()
+    port = free_port()
     own = OwnMariaDB(directory, port, _launch(directory, port, options), options)
     _wait_until_serving(own, timeout)
     return own

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
+from own_mariadb import free_port
 
 from orbit_store import migrate
 from orbit_store.credentials import create_token
@@ -26,7 +27,7 @@ from orbit_store.pulse.queues import put_queue
 
 from . import ledger
 from .balancer import Balancer
-from .mariadb_instance import MariaDBInstance, _free_port, started_instance
+from .mariadb_instance import MariaDBInstance, started_instance
 
 ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
@@ -97,7 +98,7 @@ class Cluster:
         self.ledger_url = f"{self.shared_server}/chaos_ledger_{uuid.uuid4().hex[:10]}"
         ledger.create(self.ledger_url)
         self.replicas = [
-            Replica(_free_port(), self.root / f"server-{i}.log") for i in range(self.replica_count)
+            Replica(free_port(), self.root / f"server-{i}.log") for i in range(self.replica_count)
         ]
         starting = [threading.Thread(target=self.start_replica, args=(r,)) for r in self.replicas]
         for thread in starting:

@@ -4,7 +4,6 @@ shared server on :3306, which other tests and helpers use."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +24,6 @@ SIZING = ("--innodb-buffer-pool-size=64M", "--max-connections=500")
 
 class InstanceUnavailable(RuntimeError):
     """This machine cannot start a private MariaDB (binaries missing, or it would not start)."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
