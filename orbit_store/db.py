@@ -79,16 +79,19 @@ def retry_sleep(attempt: int) -> float:
 
 
 def insert_or_lock(conn: sa.Connection, table: sa.Table, values: dict[str, Any]) -> None:
-    """Insert the row, or lock the existing row with the same key exclusively. On MySQL a no-op
-    ``ON DUPLICATE KEY UPDATE`` takes the exclusive lock at once: two transactions creating the
-    same row never both hold a shared lock and then deadlock upgrading it (as INSERT IGNORE
-    followed by SELECT … FOR UPDATE would). SQLite serialises writers anyway."""
+    """Insert the row, or lock the existing row with the same (primary or unique) key
+    exclusively. On MySQL a no-op ``ON DUPLICATE KEY UPDATE`` takes the exclusive lock at
+    once: two transactions creating the same row never both hold a shared lock and then
+    deadlock upgrading it (as INSERT IGNORE followed by SELECT … FOR UPDATE would). SQLite
+    serialises writers anyway."""
     if is_sqlite(conn):
         conn.execute(sqlite.insert(table).values(values).on_conflict_do_nothing())
         return
+    # ``key = key`` changes nothing, also when the duplicate is on a secondary unique key and
+    # ``values`` carry a fresh primary key (``key = VALUES(key)`` would rewrite the row's id).
+    first_key = table.primary_key.columns.values()[0]
     upsert = mysql.insert(table).values(values)
-    first_key = table.primary_key.columns.values()[0].name
-    conn.execute(upsert.on_duplicate_key_update({first_key: upsert.inserted[first_key]}))
+    conn.execute(upsert.on_duplicate_key_update({first_key.name: first_key}))
 
 
 def by_primary_key(statement: Any, table: sa.Table) -> Any:

@@ -13,7 +13,7 @@ The lock order, kept by every transaction so two of them never wait on each othe
                                         exclusive when a session ends
     3. execution gates (by id)          shared where a task is placed or started (read before
                                         the task: a task's gate_id never changes); exclusive
-                                        in gates.set_gate
+                                        in gates.set_gate and on a gate's first creation
     4. task rows (by id)                claims take theirs with SKIP LOCKED
     5. attempt rows (by id)
     6. concurrency key rows (by key)

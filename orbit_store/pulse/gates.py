@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.db import by_primary_key, force_index
+from orbit_store.db import by_primary_key, force_index, insert_or_lock
 from orbit_store.errors import NotFound, StaleControlVersion
 from orbit_store.ids import new_id
 from orbit_store.schema import execution_gates, tasks
@@ -48,30 +48,32 @@ def create_gate(
     conn: sa.Connection, *, namespace: str, owner_kind: str, owner_id: str, now: dt.datetime
 ) -> str:
     """A new open gate (allowed, control_version 1) for its owner; returns its id. Asking again
-    for the same owner returns the same gate (idempotent; the owner is unique per namespace)."""
-    existing = conn.execute(
-        sa.select(execution_gates.c.id).where(
-            execution_gates.c.namespace == namespace,
-            execution_gates.c.owner_kind == owner_kind,
-            execution_gates.c.owner_id == owner_id,
-        )
-    ).scalar_one_or_none()
+    for the same owner returns the same gate (idempotent; the owner is unique per namespace),
+    also when two transactions ask at once: the second waits for the first's row and gets it."""
+    owner = (
+        execution_gates.c.namespace == namespace,
+        execution_gates.c.owner_kind == owner_kind,
+        execution_gates.c.owner_id == owner_id,
+    )
+    existing = conn.execute(sa.select(execution_gates.c.id).where(*owner)).scalar_one_or_none()
     if existing is not None:
         return str(existing)
-    gate_id = new_id()
-    conn.execute(
-        execution_gates.insert().values(
-            id=gate_id,
-            namespace=namespace,
-            owner_kind=owner_kind,
-            owner_id=owner_id,
-            allowed=True,
-            control_version=1,
-            created_at=now,
-            updated_at=now,
-        )
+    values = {
+        "id": new_id(),
+        "namespace": namespace,
+        "owner_kind": owner_kind,
+        "owner_id": owner_id,
+        "allowed": True,
+        "control_version": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
+    # Not a plain INSERT: a concurrent creator may have inserted the owner's row since the read
+    # above. Insert-or-lock waits for it and locks it; the locking read then sees the winner's id.
+    insert_or_lock(conn, execution_gates, values)
+    return str(
+        conn.execute(sa.select(execution_gates.c.id).where(*owner).with_for_update()).scalar_one()
     )
-    return gate_id
 
 
 def set_gate(

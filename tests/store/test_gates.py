@@ -5,11 +5,14 @@ the same transaction, at a cost in proportion to that gate's tasks only."""
 from __future__ import annotations
 
 import functools
+import multiprocessing
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict, NotFound, StaleControlVersion
 from orbit_store.pulse.gates import create_gate, set_gate
 from orbit_store.pulse.model import CompletionStatus, RenewStatus
@@ -128,3 +131,41 @@ def test_closing_a_gate_does_not_interrupt_its_running_attempts(pulse: PulseDriv
     assert pulse.reap().leases_lapsed == 0
     assert pulse.succeed(grant, {"ok": True}).status is CompletionStatus.APPLIED
     assert pulse.state(task.task_id) == "SUCCEEDED"
+
+
+def _gates_in_process(url: str, namespace: str, owners: list[str], barrier: Any) -> list[str]:
+    engine = create_store_engine(url)
+    try:
+        ids = []
+        for owner in owners:
+            barrier.wait(timeout=60)  # a process that failed leaves the others a broken barrier
+            ids.append(
+                run_transaction(
+                    engine,
+                    lambda c, o=owner: create_gate(
+                        c, namespace=namespace, owner_kind="test", owner_id=o, now=db_now(c)
+                    ),
+                )
+            )
+        return ids
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.mariadb_only
+def test_processes_asking_at_once_for_one_owners_gate_all_get_the_same_gate(
+    pulse: PulseDriver, mariadb_url: str
+) -> None:
+    """create_gate is idempotent under races too: the loser of a concurrent first creation
+    gets the winner's gate, never a duplicate-key error (a workflow start retried by two
+    servers, or two callers of one owner)."""
+    owners = [f"owner-{n}" for n in range(20)]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(6)
+        with ctx.Pool(6) as pool:
+            results = pool.starmap(
+                _gates_in_process, [(mariadb_url, pulse.namespace, owners, barrier)] * 6
+            )
+    for per_owner in zip(*results, strict=True):
+        assert len(set(per_owner)) == 1, per_owner
