@@ -69,6 +69,12 @@ class Metrics:
             "Leases that lapsed and were handled by the reaper.",
             registry=self.registry,
         )
+        self.lease_outage_graces = Counter(
+            "orbit_lease_outage_graces_total",
+            "Run-out leases the reaper extended instead of lapsing, because no server replica "
+            "was serving when they ran out (or service had only just resumed).",
+            registry=self.registry,
+        )
         self.engine_errors = Counter(
             "orbit_engine_errors_total",
             "Engine loop passes that failed as a whole (the loop keeps running).",

@@ -27,6 +27,8 @@ def reaper_pass(
     metrics.count_item_errors(LOOP, report.errors)
     if report.leases_lapsed:
         metrics.lease_expiries.inc(report.leases_lapsed)
+    if report.leases_graced:
+        metrics.lease_outage_graces.inc(report.leases_graced)
     for decision in report.decisions:
         if decision.state in OUTCOME_TASK_STATES:
             metrics.outcomes.labels(decision.namespace, decision.queue, decision.state).inc()

@@ -74,8 +74,17 @@ class Decision:
     state: TaskState
 
 
-def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None:
-    """Apply the lapse rules to one attempt; None when it was renewed or finished meanwhile."""
+@dataclass(frozen=True)
+class Graced:
+    """The lease ran out in a server outage and was extended instead (``pulse.outages``)."""
+
+    namespace: str
+    attempt_id: str
+
+
+def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | Graced | None:
+    """Apply the lapse rules to one attempt; :class:`Graced` when an outage excuses it, None
+    when it was renewed or finished meanwhile."""
     gate_open = gate_is_open(conn, lapsed.gate_id)  # before the task (lock order)
     task, now = lock_task_now(conn, lapsed.namespace, lapsed.task_id)
     if task is None or task.current_attempt_id != lapsed.attempt_id:
@@ -83,7 +92,7 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | None
     # Under the task lock the current attempt is in the task's state.
     was_running = task.state == TaskState.RUNNING.value
     if extend_lease_after_outage(conn, lapsed.attempt_id, task.lease_seconds, now) is not None:
-        return None
+        return Graced(lapsed.namespace, lapsed.attempt_id)
     if not finish_attempt(
         conn,
         lapsed.attempt_id,

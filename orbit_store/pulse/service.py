@@ -114,6 +114,7 @@ class ReapReport:
     deadlines_failed: int
     decisions: tuple[expiry.Decision, ...] = ()
     errors: int = 0  # items that failed (each logged); the pass went on
+    leases_graced: int = 0  # ran out in a server outage: extended, not lapsed (pulse.outages)
 
 
 def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
@@ -136,6 +137,7 @@ def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -
         )
         expired += bool(ended)
     lapsed: list[expiry.Decision] = []
+    graced = 0
     for candidate in run_transaction(
         engine, functools.partial(expiry.find_lapsed_attempts, limit=limit, namespace=namespace)
     ):
@@ -144,7 +146,9 @@ def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -
             namespace=candidate.namespace,
             item=f"task {candidate.task_id} (attempt {candidate.attempt_id})",
         )
-        if decision is not None:
+        if isinstance(decision, expiry.Graced):
+            graced += 1
+        elif decision is not None:
             lapsed.append(decision)
     failed: list[expiry.Decision] = []
     for task_namespace, task_id in run_transaction(
@@ -157,7 +161,8 @@ def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -
         )
         if decision is not None:
             failed.append(decision)
-    return ReapReport(expired, len(lapsed), len(failed), tuple(lapsed + failed), run.errors)
+    decisions = tuple(lapsed + failed)
+    return ReapReport(expired, len(lapsed), len(failed), decisions, run.errors, graced)
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,14 @@ from collections.abc import Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
+from orbit.engines.reaper import reaper_pass
+from orbit.metrics import Metrics
 from orbit_store import replicas
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.model import Safety
 from orbit_store.pulse.outages import grace_expiry
 from orbit_store.replicas import ServingWindow
-from orbit_store.schema import server_replicas
+from orbit_store.schema import server_replicas, task_attempts
 
 from .pulse_driver import PulseDriver
 
@@ -137,3 +139,36 @@ def test_a_lease_whose_session_was_ended_lapses_even_just_after_service_resumed_
     isolated_pulse.reap()
 
     assert isolated_pulse.state(task.task_id) == "NEEDS_REVIEW"
+
+
+def test_the_reaper_counts_the_leases_it_graced_instead_of_lapsing(
+    isolated_pulse: PulseDriver,
+) -> None:
+    """Operators see graces in Prometheus (``orbit_lease_outage_graces_total``), not only in
+    logs: a spike after a restart says leases were kept alive for their workers to come back."""
+    now = isolated_pulse.now()
+    isolated_pulse.tx(
+        lambda c: c.execute(
+            server_replicas.insert().values(
+                id="just-started", host="h", pid=1, started_at=now, last_seen_at=now
+            )
+        )
+    )
+    isolated_pulse.session()
+    task = isolated_pulse.submit(safety=Safety.UNSAFE)
+    grant = isolated_pulse.claim_one()
+    assert isolated_pulse.start(grant).started
+    isolated_pulse.tx(  # ran out a moment ago, before anyone could renew after the resumption
+        lambda c: c.execute(
+            task_attempts.update()
+            .where(task_attempts.c.id == grant.attempt_id)
+            .values(lease_expires_at=now - dt.timedelta(seconds=1))
+        )
+    )
+    metrics = Metrics(isolated_pulse.engine)
+
+    report = reaper_pass(isolated_pulse.engine, metrics, namespace=isolated_pulse.namespace)
+
+    assert (report.leases_graced, report.leases_lapsed) == (1, 0)
+    assert isolated_pulse.state(task.task_id) == "RUNNING"
+    assert metrics.registry.get_sample_value("orbit_lease_outage_graces_total") == 1
