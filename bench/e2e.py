@@ -179,6 +179,15 @@ def raw_part(url: str, ns: str, start_at: float, numbers: range | None) -> tuple
     return done, time.time(), _RETRIES[0]
 
 
+def orbit_submit_part(base: str, token: str, start_at: float, numbers: range) -> float:
+    """One submitting process: its share of one-by-one ``Client.submit`` calls; when it ended."""
+    with Client(base, token=token, timeout=30) as client:
+        time.sleep(max(start_at - time.time(), 0))
+        for i in numbers:
+            client.submit(NS, handler="bench.noop", params={"i": i})
+    return time.time()
+
+
 def raw_cell(pool: Any, url: str, slots: int, n: int, submitters: int) -> dict[str, float]:
     ns, start_at = f"raw-{slots}", time.time() + 1.0
     shares = [(url, ns, start_at, range(k, n, submitters)) for k in range(submitters)]
@@ -278,12 +287,18 @@ class Bench:
                 proc.wait()
 
     def submit(self, client: Client, n: int) -> float:
-        began = time.perf_counter()
-        with ThreadPoolExecutor(self.args.submitters) as pool:
-            work = lambda i: client.submit(NS, handler="bench.noop", params={"i": i})  # noqa: E731
-            list(pool.map(work, range(n)))
+        """``n`` one-by-one ``Client.submit`` calls from ``--submitters`` processes (as the raw
+        baseline submits), or threads of this process with ``--submit-threads``."""
         self.expected += n
-        return time.perf_counter() - began
+        if self.args.submit_threads:
+            began = time.perf_counter()
+            with ThreadPoolExecutor(self.args.submitters) as threads:
+                work = lambda i: client.submit(NS, handler="bench.noop", params={"i": i})  # noqa: E731
+                list(threads.map(work, range(n)))
+            return time.perf_counter() - began
+        start_at, k = time.time() + 1.0, self.args.submitters
+        shares = [(self.base, self.token, start_at, range(j, n, k)) for j in range(k)]
+        return max(self.pool.starmap(orbit_submit_part, shares, chunksize=1)) - start_at
 
     def wait_done(self, stall: float = 30.0) -> None:
         """Until every submitted task is SUCCEEDED (one COUNT per 50 ms); loud when stuck."""
@@ -411,8 +426,9 @@ def server_sql(url: str, statement: str) -> None:
 def report(bench: Bench, rows: list[Any], lat: dict[str, list[float]]) -> None:
     args = bench.args
     say(
-        f"\n=== {args.tasks} tasks per cell; {args.submitters} submitting threads (Orbit, SDK ",
-        f"Client) / processes (raw); slots -> worker processes' concurrency: {PLANS} ===",
+        f"\n=== {args.tasks} tasks per cell; {args.submitters} submitting ",
+        "threads (Orbit: one Client)" if args.submit_threads else "processes (a Client each)",
+        f" / processes (raw); slots -> worker processes' concurrency: {PLANS} ===",
     )
     say(
         "drain = N / (first lease -> last finish, DB clock); e2e = N / (submit time + drain ",
@@ -458,7 +474,12 @@ def main() -> None:
     add("--latency-samples", type=int, default=200, help="default 200")
     add("--spacing", type=float, default=0.02, help="seconds between latency samples")
     add("--latency-slots", type=int, default=4, choices=sorted(PLANS), help="default 4 (2+2)")
-    add("--submitters", type=int, default=8, help="submitting threads / raw processes")
+    add("--submitters", type=int, default=8, help="submitting processes (Orbit and raw)")
+    add(
+        "--submit-threads",
+        action="store_true",
+        help="Orbit's one-by-one submitters are threads of one process (one client's GIL)",
+    )
     add("--batch-size", type=int, default=1000, help="items per submit_many request (<= 1000)")
     add("--slots", type=int, nargs="+", default=sorted(PLANS), choices=sorted(PLANS))
     add("--server-workers", default="1", help="orbit server --workers (default 1)")
@@ -479,6 +500,7 @@ def main() -> None:
         server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
         server_sql(args.database_url, f"CREATE DATABASE `{name}`")
         bench = Bench(args, logs)
+        bench.pool = pool
         say(bench.orbit("admin", "migrate").strip().splitlines()[-1])
         roles = ("-r", "submit", "-r", "work", "--name", "bench")
         bench.token = bench.orbit("admin", "token", "create", "-n", NS, *roles).strip()

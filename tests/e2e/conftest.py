@@ -110,7 +110,13 @@ def wait_for_http(process: subprocess.Popen[bytes], url: str, log: Path) -> None
         except httpx.HTTPError:
             return False
 
-    wait_until(answers, timeout=30)
+    try:
+        # Generous: a loaded 2-core machine can take tens of seconds to start several server
+        # processes (each imports the whole app); a slow start is not what these tests judge.
+        wait_until(answers, timeout=90)
+    except AssertionError as exc:
+        ends = log.read_text()[-3000:]
+        raise AssertionError(f"{url} did not answer; the log ends: {ends}") from exc
 
 
 def stop_server(server: Server) -> None:
