@@ -1,0 +1,145 @@
+"""What a set-based batch reads and locks before it writes (``batch_start``, ``batch_complete``).
+
+The same checks as the single-item bodies (``start_attempt``, ``complete_attempt``), made once
+per batch instead of once per item — invariant 3 is judged per item from these reads:
+
+1. the batch's attempts joined to their tasks' gate ids, by primary key, in the namespace (a
+   plain read, as ``find_attempt``: it learns what to lock) and the restore epoch
+   (``fencing.current_epoch``), read once and compared with each attempt's epoch;
+2. the worker sessions (starts only) under shared locks, in id order, as ``session_is_live``;
+   the execution gates under shared locks, in id order (``gates.gates_open``);
+3. every task row the batch will touch, ``SELECT … FOR UPDATE`` by primary key in task-id
+   order, with the database time in the same statement (as ``transitions._LOCK_TASK_NOW``).
+
+Lock order (``orbit_store/pulse/__init__.py``): sessions, gates, then tasks — for the whole
+batch, so the per-item bodies that run afterwards for the rare items find their session, gate
+and task already held and only take what comes later in the order (attempts, keys, quotas,
+inserts).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from orbit_store.clock import as_db_time, db_now, utc_now
+from orbit_store.db import by_primary_key
+from orbit_store.fencing import current_epoch
+from orbit_store.schema import task_attempts, tasks, worker_sessions
+
+from .attempts import token_matches
+from .gates import gates_open
+from .model import LIVE_SESSION_STATES
+
+
+class SetPathMismatch(Exception):
+    """A grouped conditional update changed another number of rows than the batch expected:
+    something moved between the reads and the writes. The caller rolls the set path back to
+    its savepoint and applies the batch item by item (always correct, just slower)."""
+
+
+class BatchItemView(Protocol):
+    """What an item presents: its attempt id and its secret token."""
+
+    @property
+    def attempt_id(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
+
+
+def read_attempts(
+    conn: sa.Connection, namespace: str, attempt_ids: Iterable[str]
+) -> dict[str, sa.Row[Any]]:
+    """Step 1: the attempts (with their task's gate id) that exist in ``namespace``."""
+    ids = sorted(attempt_ids)
+    if not ids:
+        return {}
+    query = (
+        sa.select(task_attempts, tasks.c.gate_id)
+        .join(tasks, tasks.c.id == task_attempts.c.task_id)
+        .where(task_attempts.c.id.in_(ids), task_attempts.c.namespace == namespace)
+    )
+    return {row.id: row for row in conn.execute(query)}
+
+
+def split_by_token(
+    found: dict[str, sa.Row[Any]], items: Iterable[BatchItemView]
+) -> tuple[list[str], list[str], list[str]]:
+    """The attempt ids that are (not found here, presented a wrong token, passed both)."""
+    missing, wrong, passed = [], [], []
+    for item in items:
+        row = found.get(item.attempt_id)
+        if row is None:
+            missing.append(item.attempt_id)
+        elif not token_matches(item.token, row.token_hash):
+            wrong.append(item.attempt_id)
+        else:
+            passed.append(item.attempt_id)
+    return missing, wrong, passed
+
+
+def fenced_ids(conn: sa.Connection, found: dict[str, sa.Row[Any]], ids: list[str]) -> set[str]:
+    """The attempts of ``ids`` granted before the current restore fence (one read of the fence:
+    ``fencing.is_fenced`` judged per item)."""
+    if not ids:
+        return set()
+    epoch = current_epoch(conn)
+    return {attempt_id for attempt_id in ids if found[attempt_id].epoch < epoch}
+
+
+def live_sessions(conn: sa.Connection, namespace: str, session_ids: set[str]) -> set[str]:
+    """Step 2 (starts): which of these sessions are ACTIVE or DRAINING, read under shared locks
+    in id order (an end in flight waits for us, or we for it), as ``session_is_live``."""
+    if not session_ids:
+        return set()
+    query = (
+        sa.select(worker_sessions.c.id, worker_sessions.c.state)
+        .where(
+            worker_sessions.c.id.in_(sorted(session_ids)),
+            worker_sessions.c.namespace == namespace,
+        )
+        .order_by(worker_sessions.c.id)
+        .with_for_update(read=True)
+    )
+    rows = conn.execute(by_primary_key(query, worker_sessions))
+    return {row.id for row in rows if row.state in LIVE_SESSION_STATES}
+
+
+def open_gates(conn: sa.Connection, found: Iterable[sa.Row[Any]]) -> dict[str | None, bool]:
+    """Step 2: whether each attempt's gate is open (shared locks in id order; no gate: open;
+    a gate that is gone: closed, as ``gate_is_open``)."""
+    gate_ids = {row.gate_id for row in found if row.gate_id is not None}
+    allowed = gates_open(conn, gate_ids)
+    answer: dict[str | None, bool] = {gate_id: allowed.get(gate_id, False) for gate_id in gate_ids}
+    answer[None] = True
+    return answer
+
+
+def lock_tasks_now(
+    conn: sa.Connection, namespace: str, task_ids: set[str]
+) -> tuple[dict[str, sa.Row[Any]], dt.datetime]:
+    """Step 3: the task rows, locked by primary key in id order, and the database time read in
+    the same statement (after every lock is held)."""
+    if not task_ids:
+        return {}, db_now(conn)
+    query = (
+        sa.select(tasks, utc_now().label("db_now"))
+        .where(tasks.c.id.in_(sorted(task_ids)), tasks.c.namespace == namespace)
+        .order_by(tasks.c.id)
+        .with_for_update()
+    )
+    rows = list(conn.execute(by_primary_key(query, tasks)))
+    now = as_db_time(conn, rows[0].db_now) if rows else db_now(conn)
+    return {row.id: row for row in rows}, now
+
+
+def shared_tasks(found: dict[str, sa.Row[Any]], ids: Iterable[str]) -> set[str]:
+    """Tasks named by more than one attempt of the batch. Their items go item by item, in
+    attempt-id order, so each answer sees what the earlier ones wrote (as before)."""
+    counts = Counter(found[attempt_id].task_id for attempt_id in ids)
+    return {task_id for task_id, n in counts.items() if n > 1}
