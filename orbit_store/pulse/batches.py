@@ -88,10 +88,12 @@ class ItemRefused:
 
 
 def start_attempts(
-    conn: sa.Connection, *, namespace: str, items: Sequence[StartItem]
+    conn: sa.Connection, *, namespace: str, items: Sequence[StartItem], set_based: bool = True
 ) -> dict[str, StartResult | ItemRefused]:
     """Start every item's attempt that the rules allow (invariants 3, 12); one result per
-    attempt id. See the module docstring for isolation between items."""
+    attempt id. See the module docstring for isolation between items. ``set_based=False``
+    applies every item through the single-item body (the reference the set path is tested
+    against, and an escape hatch)."""
 
     def start(item: StartItem) -> StartResult:
         return start_attempt(
@@ -103,15 +105,22 @@ def start_attempts(
         )
 
     by_id = _checked(items)
+    if not set_based:
+        return _each(conn, by_id, sorted(by_id), start)
     return _set_then_each(
         conn, "start", by_id, lambda: start_set(conn, namespace, list(by_id.values())), start
     )
 
 
 def complete_attempts(
-    conn: sa.Connection, *, namespace: str, items: Sequence[CompletionItem]
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    items: Sequence[CompletionItem],
+    set_based: bool = True,
 ) -> dict[str, CompletionResult | ItemRefused]:
-    """Apply every item's report (invariants 3, 4, 7); one result per attempt id."""
+    """Apply every item's report (invariants 3, 4, 7); one result per attempt id.
+    ``set_based``: as for :func:`start_attempts`."""
 
     def complete(item: CompletionItem) -> CompletionResult:
         return complete_attempt(
@@ -126,6 +135,8 @@ def complete_attempts(
         )
 
     by_id = _checked(items)
+    if not set_based:
+        return _each(conn, by_id, sorted(by_id), complete)
     return _set_then_each(
         conn,
         "complete",
