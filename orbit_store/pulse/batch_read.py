@@ -59,12 +59,20 @@ def read_attempts(
     ids = sorted(attempt_ids)
     if not ids:
         return {}
-    query = (
-        sa.select(task_attempts, tasks.c.gate_id)
-        .join(tasks, tasks.c.id == task_attempts.c.task_id)
-        .where(task_attempts.c.id.in_(ids), task_attempts.c.namespace == namespace)
+    rows = conn.execute(_FIND_ATTEMPTS, {"ids": ids, "namespace": namespace})
+    return {row.id: row for row in rows}
+
+
+# Built once (every batch): constructing a statement costs about as much Python as sending it
+# (docs/performance.md); the expanding IN takes any number of ids.
+_FIND_ATTEMPTS = (
+    sa.select(task_attempts, tasks.c.gate_id)
+    .join(tasks, tasks.c.id == task_attempts.c.task_id)
+    .where(
+        task_attempts.c.id.in_(sa.bindparam("ids", expanding=True)),
+        task_attempts.c.namespace == sa.bindparam("namespace"),
     )
-    return {row.id: row for row in conn.execute(query)}
+)
 
 
 def split_by_token(
@@ -97,17 +105,20 @@ def live_sessions(conn: sa.Connection, namespace: str, session_ids: set[str]) ->
     in id order (an end in flight waits for us, or we for it), as ``session_is_live``."""
     if not session_ids:
         return set()
-    query = (
-        sa.select(worker_sessions.c.id, worker_sessions.c.state)
-        .where(
-            worker_sessions.c.id.in_(sorted(session_ids)),
-            worker_sessions.c.namespace == namespace,
-        )
-        .order_by(worker_sessions.c.id)
-        .with_for_update(read=True)
-    )
-    rows = conn.execute(by_primary_key(query, worker_sessions))
+    rows = conn.execute(_SESSIONS, {"ids": sorted(session_ids), "namespace": namespace})
     return {row.id for row in rows if row.state in LIVE_SESSION_STATES}
+
+
+_SESSIONS = by_primary_key(
+    sa.select(worker_sessions.c.id, worker_sessions.c.state)
+    .where(
+        worker_sessions.c.id.in_(sa.bindparam("ids", expanding=True)),
+        worker_sessions.c.namespace == sa.bindparam("namespace"),
+    )
+    .order_by(worker_sessions.c.id)
+    .with_for_update(read=True),
+    worker_sessions,
+)
 
 
 def open_gates(conn: sa.Connection, found: Iterable[sa.Row[Any]]) -> dict[str | None, bool]:
@@ -127,15 +138,21 @@ def lock_tasks_now(
     the same statement (after every lock is held)."""
     if not task_ids:
         return {}, db_now(conn)
-    query = (
-        sa.select(tasks, utc_now().label("db_now"))
-        .where(tasks.c.id.in_(sorted(task_ids)), tasks.c.namespace == namespace)
-        .order_by(tasks.c.id)
-        .with_for_update()
-    )
-    rows = list(conn.execute(by_primary_key(query, tasks)))
+    rows = list(conn.execute(_LOCK_TASKS_NOW, {"ids": sorted(task_ids), "namespace": namespace}))
     now = as_db_time(conn, rows[0].db_now) if rows else db_now(conn)
     return {row.id: row for row in rows}, now
+
+
+_LOCK_TASKS_NOW = by_primary_key(
+    sa.select(tasks, utc_now().label("db_now"))
+    .where(
+        tasks.c.id.in_(sa.bindparam("ids", expanding=True)),
+        tasks.c.namespace == sa.bindparam("namespace"),
+    )
+    .order_by(tasks.c.id)
+    .with_for_update(),
+    tasks,
+)
 
 
 def shared_tasks(found: dict[str, sa.Row[Any]], ids: Iterable[str]) -> set[str]:

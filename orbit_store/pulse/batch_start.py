@@ -154,23 +154,28 @@ def _run_attempts(
     conn: sa.Connection, attempt_ids: list[str], now: dt.datetime, expires: dt.datetime
 ) -> None:
     """LEASED → RUNNING for attempts whose lease has not run out (checked again here)."""
-    update = (
-        task_attempts.update()
-        .where(
-            task_attempts.c.id.in_(sorted(attempt_ids)),
-            task_attempts.c.state == AttemptState.LEASED.value,
-            task_attempts.c.lease_expires_at > now,
-        )
-        .values(
-            state=AttemptState.RUNNING.value,
-            started_at=now,
-            heartbeat_at=now,
-            lease_expires_at=expires,
-        )
-    )
-    changed = conn.execute(by_primary_key(update, task_attempts)).rowcount
+    values = {"ids": sorted(attempt_ids), "now": now, "expires": expires}
+    changed = conn.execute(_RUN_ATTEMPTS, values).rowcount
     if changed != len(attempt_ids):
         raise SetPathMismatch(f"started {changed} of {len(attempt_ids)} attempts")
+
+
+#: Built once (every batch of starts); the expanding IN takes any number of ids.
+_RUN_ATTEMPTS = by_primary_key(
+    task_attempts.update()
+    .where(
+        task_attempts.c.id.in_(sa.bindparam("ids", expanding=True)),
+        task_attempts.c.state == AttemptState.LEASED.value,
+        task_attempts.c.lease_expires_at > sa.bindparam("now"),
+    )
+    .values(
+        state=AttemptState.RUNNING.value,
+        started_at=sa.bindparam("now"),
+        heartbeat_at=sa.bindparam("now"),
+        lease_expires_at=sa.bindparam("expires"),
+    ),
+    task_attempts,
+)
 
 
 def _safety(item: StartItem, task: sa.Row[Any]) -> str:

@@ -51,6 +51,10 @@ from .transitions import LostRace
 #: The most items one batch may carry (the API refuses more).
 MAX_BATCH = 100
 
+#: The smallest batch that takes the set path: one item is cheaper through the single-item body
+#: (its statements are built once; bench/batch_paths.py).
+SET_PATH_FROM = 2
+
 #: Batches whose set path was rolled back and applied item by item, by kind (start, complete)
 #: in this process: exported as orbit_attempt_batch_fallbacks_total.
 SET_PATH_FALLBACKS = RetryCounter()
@@ -164,6 +168,8 @@ def _set_then_each(
 ) -> dict[str, R | ItemRefused]:
     """The set path in a savepoint, then the items it left, each on its own; or, when the set
     path's counts did not match, every item on its own."""
+    if len(by_id) < SET_PATH_FROM:
+        return _each(conn, by_id, sorted(by_id), apply)
     savepoint = conn.begin_nested()
     try:
         answers, rest = set_path()
