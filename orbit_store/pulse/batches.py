@@ -17,13 +17,13 @@ whose conditional update loses a race is rolled back to its savepoint and answer
 ``InvalidRequest``/``LostRace``; its neighbours commit either way (invariant 4 per item: an
 applied outcome commits with its events).
 
-Lock order: the set path takes the sessions, gates and task rows of the whole batch first, in
-that order and each kind in id order (``batch_read``), so the items left to the single-item
-body afterwards find theirs held. Without it (the fallback), items are applied in attempt-id
-order, so two batches naming the same attempts lock
-their tasks in the same order. Each item takes the locks of the single-item body in the
-documented order (session, gate, task, attempt, keys, quotas, inserts); a batch holds the locks of
-its earlier items while it takes the next item's, and a deadlock with another transaction rolls
+Lock order: the set path takes the sessions (starts), gates and task rows of the whole batch
+first, in that order and each kind in id order (``batch_read``), so the items left to the
+single-item body afterwards find theirs held and take only attempts, keys, quotas and inserts.
+Item by item (a batch of one, or the fallback), items are applied in attempt-id order, so two
+batches naming the same attempts lock their tasks in the same order. Each item takes the locks
+of the single-item body in the documented order (session, gate, task, attempt, keys, quotas,
+inserts); a batch holds the locks of its earlier items while it takes the next item's, and a deadlock with another transaction rolls
 the whole batch back, which ``run_transaction`` runs again (every item is idempotent: a start
 answers ``already_started``, a completion ``duplicate``).
 """
