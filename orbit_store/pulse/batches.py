@@ -23,9 +23,10 @@ single-item body afterwards find theirs held and take only attempts, keys, quota
 Item by item (a batch of one, or the fallback), items are applied in attempt-id order, so two
 batches naming the same attempts lock their tasks in the same order. Each item takes the locks
 of the single-item body in the documented order (session, gate, task, attempt, keys, quotas,
-inserts); a batch holds the locks of its earlier items while it takes the next item's, and a deadlock with another transaction rolls
-the whole batch back, which ``run_transaction`` runs again (every item is idempotent: a start
-answers ``already_started``, a completion ``duplicate``).
+inserts); a batch holds the locks of its earlier items while it takes the next item's, and a
+deadlock with another transaction rolls the whole batch back, which ``run_transaction`` runs
+again (every item is idempotent: a start answers ``already_started``, a completion
+``duplicate``).
 """
 
 from __future__ import annotations
