@@ -37,6 +37,7 @@ from .batch_moves import Move, move_tasks, per_item
 from .batch_read import (
     SetPathMismatch,
     fenced_ids,
+    lock_attempts,
     lock_tasks_now,
     open_gates,
     read_attempts,
@@ -88,6 +89,7 @@ def complete_set(
         return answers, rest
     gates = open_gates(conn, [found[a] for a in checked])
     locked, now = lock_tasks_now(conn, namespace, {found[a].task_id for a in checked})
+    lock_attempts(conn, passed)
     shared = shared_tasks(found, checked)
     by_id = {item.attempt_id: item for item in items}
     applied: list[_Applied] = []

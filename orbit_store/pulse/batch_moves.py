@@ -29,7 +29,8 @@ from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
-from . import quota, semaphores
+from . import quota
+from .batch_deferred import count_quota, release_permits
 from .batch_read import SetPathMismatch
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState, WaitPath
 from .paths import holds_permit
@@ -150,8 +151,8 @@ def _release_permits(
             move.to_state, path, key
         ):
             by_key[key].append(task.id)
-    for key in sorted(by_key):  # key rows in key order (lock order)
-        semaphores.release(conn, namespace, key, sorted(by_key[key]), now)
+    for key in sorted(by_key):  # key rows in key order (lock order), or at the batch's end
+        release_permits(conn, namespace, key, sorted(by_key[key]), now)
 
 
 def _count_quotas(conn: sa.Connection, namespace: str, moves: Iterable[Move]) -> None:
@@ -163,7 +164,7 @@ def _count_quotas(conn: sa.Connection, namespace: str, moves: Iterable[Move]) ->
             deltas[move.task.queue][1] += running
     for queue in sorted(deltas):
         waiting, running = deltas[queue]
-        quota.count(conn, namespace, queue, waiting=waiting, running=running)
+        count_quota(conn, namespace, queue, waiting=waiting, running=running)
 
 
 def _insert_events(

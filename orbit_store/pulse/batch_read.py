@@ -9,12 +9,13 @@ per batch instead of once per item — invariant 3 is judged per item from these
 2. the worker sessions (starts only) under shared locks, in id order, as ``session_is_live``;
    the execution gates under shared locks, in id order (``gates.gates_open``);
 3. every task row the batch will touch, ``SELECT … FOR UPDATE`` by primary key in task-id
-   order, with the database time in the same statement (as ``transitions._LOCK_TASK_NOW``).
+   order, with the database time in the same statement (as ``transitions._LOCK_TASK_NOW``);
+   for completions, then their attempt rows in id order (:func:`lock_attempts`).
 
-Lock order (``orbit_store/pulse/__init__.py``): sessions, gates, then tasks — for the whole
-batch, so the per-item bodies that run afterwards for the rare items find their session, gate
-and task already held and only take what comes later in the order (attempts, keys, quotas,
-inserts).
+Lock order (``orbit_store/pulse/__init__.py``): sessions, gates, tasks (and attempts) — for
+the whole batch, so the per-item bodies that run afterwards for the rare items find theirs
+already held; their permits and quota counters are settled at the batch's end, key by key and
+quota row by quota row (``batch_deferred``).
 """
 
 from __future__ import annotations
@@ -152,6 +153,23 @@ _LOCK_TASKS_NOW = by_primary_key(
     .order_by(tasks.c.id)
     .with_for_update(),
     tasks,
+)
+
+
+def lock_attempts(conn: sa.Connection, attempt_ids: list[str]) -> None:
+    """Step 3b (completions): the batch's attempt rows, locked by primary key in id order after
+    the tasks — as a session's end or a restore fence locks them (``attempts.cut_leases``), so
+    the grouped update and the single-item bodies afterwards never take one out of that order."""
+    if attempt_ids:
+        conn.execute(_LOCK_ATTEMPTS, {"ids": sorted(attempt_ids)}).all()
+
+
+_LOCK_ATTEMPTS = by_primary_key(
+    sa.select(task_attempts.c.id)
+    .where(task_attempts.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(task_attempts.c.id)
+    .with_for_update(),
+    task_attempts,
 )
 
 

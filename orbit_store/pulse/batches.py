@@ -42,6 +42,7 @@ from orbit_store.db import RetryCounter
 from orbit_store.errors import InvalidRequest
 
 from .batch_complete import complete_set
+from .batch_deferred import Deferred, deferred
 from .batch_read import SetPathMismatch
 from .batch_start import start_set
 from .complete import complete_attempt
@@ -110,11 +111,17 @@ def start_attempts(
         )
 
     by_id = _checked(items)
-    if not set_based:
-        return _each(conn, by_id, sorted(by_id), start)
-    return _set_then_each(
-        conn, "start", by_id, lambda: start_set(conn, namespace, list(by_id.values())), start
-    )
+    with deferred(conn, namespace) as record:
+        if not set_based:
+            return _each(conn, record, by_id, sorted(by_id), start)
+        return _set_then_each(
+            conn,
+            record,
+            "start",
+            by_id,
+            lambda: start_set(conn, namespace, list(by_id.values())),
+            start,
+        )
 
 
 def complete_attempts(
@@ -140,15 +147,17 @@ def complete_attempts(
         )
 
     by_id = _checked(items)
-    if not set_based:
-        return _each(conn, by_id, sorted(by_id), complete)
-    return _set_then_each(
-        conn,
-        "complete",
-        by_id,
-        lambda: complete_set(conn, namespace, list(by_id.values())),
-        complete,
-    )
+    with deferred(conn, namespace) as record:
+        if not set_based:
+            return _each(conn, record, by_id, sorted(by_id), complete)
+        return _set_then_each(
+            conn,
+            record,
+            "complete",
+            by_id,
+            lambda: complete_set(conn, namespace, list(by_id.values())),
+            complete,
+        )
 
 
 def _checked(items: Sequence[Item]) -> dict[str, Item]:
@@ -162,6 +171,7 @@ def _checked(items: Sequence[Item]) -> dict[str, Item]:
 
 def _set_then_each(
     conn: sa.Connection,
+    record: Deferred,
     kind: str,
     by_id: dict[str, Item],
     set_path: Callable[[], tuple[dict[str, R], list[str]]],
@@ -170,34 +180,41 @@ def _set_then_each(
     """The set path in a savepoint, then the items it left, each on its own; or, when the set
     path's counts did not match, every item on its own."""
     if len(by_id) < SET_PATH_FROM:
-        return _each(conn, by_id, sorted(by_id), apply)
-    savepoint = conn.begin_nested()
+        return _each(conn, record, by_id, sorted(by_id), apply)
+    savepoint, mark = conn.begin_nested(), record.mark()
     try:
         answers, rest = set_path()
     except SetPathMismatch as exc:
         savepoint.rollback()
+        record.reset(mark)
         SET_PATH_FALLBACKS.add(kind)
         log.warning("batch %s went item by item: %s", kind, exc)
-        return _each(conn, by_id, sorted(by_id), apply)
+        return _each(conn, record, by_id, sorted(by_id), apply)
     savepoint.commit()
     results: dict[str, R | ItemRefused] = dict(answers)
-    results.update(_each(conn, by_id, rest, apply))
+    results.update(_each(conn, record, by_id, rest, apply))
     return results
 
 
 def _each(
-    conn: sa.Connection, by_id: dict[str, Item], attempt_ids: list[str], apply: Callable[[Item], R]
+    conn: sa.Connection,
+    record: Deferred,
+    by_id: dict[str, Item],
+    attempt_ids: list[str],
+    apply: Callable[[Item], R],
 ) -> dict[str, R | ItemRefused]:
     results: dict[str, R | ItemRefused] = {}
     for attempt_id in attempt_ids:
-        savepoint = conn.begin_nested()
+        savepoint, mark = conn.begin_nested(), record.mark()
         try:
             results[attempt_id] = apply(by_id[attempt_id])
         except InvalidRequest as exc:
             savepoint.rollback()
+            record.reset(mark)
             results[attempt_id] = ItemRefused("invalid", str(exc))
         except LostRace as exc:
             savepoint.rollback()
+            record.reset(mark)
             results[attempt_id] = ItemRefused("lost_race", str(exc))
         else:
             savepoint.commit()
