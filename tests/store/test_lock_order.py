@@ -357,7 +357,7 @@ def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
     assert stats["granted"] > 100 and stats["retried"] and stats["quota_declared"], stats
     assert stats["gate_flips"] and stats["cancelled"] and stats["revoked"], stats
     assert stats["lapsed"] and not stats["item_errors"], stats
-    assert stats["batch_applied"] > 20, stats
+    assert stats["batch_applied"] > 5, stats
     assert retries["deadlock"] == 0 and retries["lock_wait_timeout"] == 0, retries
     with engine.connect() as conn:
         report = verify(conn, ns)
