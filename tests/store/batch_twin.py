@@ -83,6 +83,7 @@ class Twin:
                 policy = QueuePolicy(name=queue, lease_seconds=30, retry=RETRIES[queue])
                 side.pulse.tx(lambda c, p=policy, s=side: put_queue(c, s.pulse.namespace, p))
             side.pulse.quota("running", queue="slow", max_running=4)
+            side.pulse.quota("everything", max_running=40)  # the namespace-wide scope too
             delivery = DeliveryDriver(side.pulse)
             delivery.subscribe("results")
             delivery.subscribe("failures", outcomes=("FAILED", "NEEDS_REVIEW"))
