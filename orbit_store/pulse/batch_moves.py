@@ -4,8 +4,9 @@ The same rules as the single transition (invariants 2, 4): each task moves only 
 (state, state_version) read under its lock — one grouped conditional UPDATE per (from, to)
 state pair, ``WHERE id IN (…) AND state = … AND state_version = CASE id WHEN … END``, whose
 affected-row count must equal the group's size (else :class:`SetPathMismatch`) — and the same
-transaction writes what each move implies: permits given back (``semaphores.release``, all ids
-of a key at once, keys in key order), quota counters (summed per queue, queues in order), one
+transaction writes what each move implies: permits given back (all ids of a key at once, keys in
+key order) and quota counters (summed per queue) — both settled at the batch's end
+(``batch_deferred``) —, one
 task_event per move (one multi-row INSERT), and for an outcome its result event and deliveries
 (multi-row INSERTs, the subscriptions read once). Values that differ per task (a result, an
 error, a retry's due time and wait path) are set with ``CASE id WHEN … THEN … ELSE column END``.
