@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from orbit_store.fencing import is_fenced
 
-from .attempts import finish_attempt, find_attempt, token_matches
+from .attempts import find_attempt, finish_attempt, token_matches
 from .gates import gate_is_open
 from .model import AttemptOutcome, TaskState
 from .transitions import hand_back, lock_task_now, transition
