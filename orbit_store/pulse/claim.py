@@ -15,6 +15,10 @@ the queue is not paused, the deadline has not passed, and the max-running quotas
 it locks only when it grants a counted task. Due SCHEDULED tasks of its queues are promoted
 first, so a task is claimable the moment it falls due.
 
+A lease with start (``start_handlers``) starts the grants of handlers the worker declared safe
+in this same transaction (``grant``): it takes no lock beyond the claim's, since every check a
+start makes is already settled here under the locks above.
+
 Lock order here: session (shared) → gates (shared, promotion) → task rows (SKIP LOCKED, never
 waited for) → concurrency keys (promotion) → quota rows (queue order) → inserts.
 """
