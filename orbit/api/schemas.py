@@ -207,8 +207,8 @@ class LeaseRequest(Strict):
         max_length=500,
         description="Lease with start (worker protocol 3): grants of tasks of these handlers are "
         "started in the lease's own transaction (answered with started=true, RUNNING, no start "
-        "call). Name only handlers that are safe to run again: a lapse of such a grant is "
-        "judged by the task's own safety class. Other grants are leased only.",
+        "call). Name only handlers that are safe to run again. Tasks of class unsafe and of "
+        "other handlers are leased only.",
         examples=[["shop.send_receipt"]],
     )
 

@@ -2,7 +2,7 @@
 the tasks' one batched move, quota counters and events, in the claim's transaction.
 
 A grant is LEASED (WAITING → LEASED, the worker starts it with a second call) or — for a lease
-with start, when the task's handler is one the worker declared safe — started at once:
+with start, when the task and its handler (as the worker declared it) are safe — started at once:
 WAITING → LEASED → RUNNING in the same transaction, with both events, so a task's history reads
 the same either way. Starting here keeps every rule of ``start.start_attempt`` (invariant 3):
 
@@ -16,9 +16,10 @@ the same either way. Starting here keeps every rule of ``start.start_attempt`` (
 - the lease runs from now (database time), ``lease_seconds`` long, as after a start.
 
 Invariant 7 judges a lapse by what ran: the recorded safety is the stricter of the handler's
-and the task's, as at start; only handlers declared safe are started here, so it is the task's.
-Unsafe handlers keep the two-step protocol: a grant that never reached its worker must not
-count as having run (``hand_back_unreceived``).
+and the task's, as at start. Only grants where both are safe are started here, so a started
+grant's lapse always means "retry" — harmless also for a grant whose answer never reached its
+worker. Unsafe handlers and unsafe tasks keep the two-step protocol: a grant that never reached
+its worker must not count as having run (see also ``unreceived``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,14 @@ from .model import AttemptState, LeaseGrant, Safety, TaskState
 
 def starts_at_grant(task: sa.Row[Any], start_handlers: Collection[str]) -> bool:
     """Whether a lease with start starts this task now: its handler was declared safe by the
-    worker and nobody asked to cancel it (a start would refuse that)."""
-    return task.handler in start_handlers and not task.cancel_requested
+    worker, the task's own class is safe too, and nobody asked to cancel it (a start would
+    refuse that). An unsafe task is leased only: were its grant's answer lost on the way, its
+    lapse while RUNNING would send it to review although nothing ran (invariant 7)."""
+    return (
+        task.handler in start_handlers
+        and task.safety == Safety.SAFE.value
+        and not task.cancel_requested
+    )
 
 
 def grant_tasks(
@@ -151,7 +158,7 @@ def _move_tasks(
 ) -> None:
     """One UPDATE for the whole batch; rows are locked by us, so every one must match. A READY
     task keeps its concurrency permit through LEASED and RUNNING. A started grant's recorded
-    safety is the task's own (its handler was declared safe), so ``safety`` is left as is."""
+    safety is SAFE already (task and handler are), so ``safety`` is left as is."""
     ids = list(attempt_of)
     started = {task_id: TaskState.RUNNING.value for task_id, n in steps_of.items() if n == 2}
     state: Any = TaskState.LEASED.value

@@ -3,11 +3,12 @@ grants the server should start with the lease.
 
 **Lease with start** (worker protocol 3): the request names the registered handlers declared
 ``safe`` in ``start_handlers``; the server starts their grants in the claim transaction and
-answers them ``started``, so the attempt runs without a start call (one round trip and one
-server transaction less per task). Unsafe handlers keep the start call: a grant that never
-reached this worker must not count as having run. A server before protocol 3 refuses the
-unknown field (422 naming ``start_handlers``): the worker notices once, asks without it from
-then on, and starts every grant with a call — each grant's own ``started`` flag decides.
+answers them ``started`` (only tasks whose own class is safe too), so the attempt runs without
+a start call (one round trip and one server transaction less per task). Unsafe handlers keep the
+start call: a grant that never reached this worker must not count as having run. A server before
+protocol 3 refuses the unknown field (422 naming ``start_handlers``): the worker notices once,
+asks without it from then on, and starts every grant with a call — each grant's own ``started``
+flag decides.
 
 **Fuller requests**: under load slots free one at a time, and asking for one task per request
 costs a claim transaction and a request per task. So while attempts are held the worker waits

@@ -84,13 +84,14 @@ def test_a_lease_without_start_handlers_starts_nothing(pulse: PulseDriver) -> No
     assert not grant.started and pulse.state(task.task_id) == "LEASED"
 
 
-def test_an_unsafe_task_started_by_a_safe_handler_stays_unsafe_inv7(pulse: PulseDriver) -> None:
-    """The stricter of handler and task safety is what ran: the task's own UNSAFE class."""
+def test_an_unsafe_task_is_leased_only_even_for_a_safe_handler_inv7(pulse: PulseDriver) -> None:
+    """Started, a lost answer would lapse it into review although nothing ran."""
     task = pulse.submit(handler="shop.receipt", safety=Safety.UNSAFE)
-    pulse.claim(start_handlers=SAFE)
+    [grant] = pulse.claim(start_handlers=SAFE)
+    assert not grant.started and pulse.state(task.task_id) == "LEASED"
     pulse.advance(31)
     pulse.reap()
-    assert pulse.state(task.task_id) == "NEEDS_REVIEW"
+    assert pulse.state(task.task_id) == "WAITING"  # never started: simply again
 
 
 def test_a_lapsed_started_safe_grant_is_retried_inv7(pulse: PulseDriver) -> None:
@@ -160,12 +161,11 @@ def test_nothing_is_started_while_dispatch_is_fenced_inv3(isolated_pulse: PulseD
 def test_a_fence_settles_a_started_grant_by_the_lease_rules_inv7(
     isolated_pulse: PulseDriver,
 ) -> None:
-    safe = isolated_pulse.submit(handler="shop.receipt")
-    unsafe = isolated_pulse.submit(handler="shop.receipt", safety=Safety.UNSAFE)
-    isolated_pulse.claim(start_handlers=SAFE)
+    task = isolated_pulse.submit(handler="shop.receipt")
+    [grant] = isolated_pulse.claim(start_handlers=SAFE)
     restore_fence(isolated_pulse.engine, reason="restored backup", actor="oncall@example.com")
-    assert isolated_pulse.state(safe.task_id) == "WAITING"
-    assert isolated_pulse.state(unsafe.task_id) == "NEEDS_REVIEW"
+    assert isolated_pulse.state(task.task_id) == "WAITING"  # safe: retried after the reopen
+    assert isolated_pulse.heartbeat(grant)[0].status == "lost"
 
 
 def test_max_running_quota_counts_started_grants(pulse: PulseDriver) -> None:
