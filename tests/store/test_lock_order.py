@@ -1,13 +1,13 @@
 """One lock order, kept by every transaction (issue 8, defect 5; orbit_store/pulse/__init__.py).
 
 Several processes run, at once and for a while, everything that takes locks in more than one
-place: multi-queue claims under namespace and queue quotas, completions that retry or release
-(and so hand permits to blocked tasks), batched starts and completions through the set path
-(overlapping: two processes send the same attempts at once), manual retries, submissions with
-concurrency keys and gates, quota changes (including declaring a quota, which adopts its
-scope), gate flips, cancels, the reaper and the promoter. If any two transactions took their
-locks in opposite orders they would deadlock; ``run_transaction`` counts every retry by reason,
-and the count must be zero.
+place: multi-queue claims (half of them leases with start, and hand-backs of never-delivered
+grants) under namespace and queue quotas, completions that retry or release (and so hand permits
+to blocked tasks), batched starts and completions through the set path (overlapping: two
+processes send the same attempts at once), manual retries, submissions with concurrency keys and
+gates, quota changes (including declaring a quota, which adopts its scope), gate flips, cancels,
+the reaper and the promoter. If any two transactions took their locks in opposite orders they
+would deadlock; ``run_transaction`` counts every retry by reason, and the count must be zero.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from orbit_store.pulse.review import retry_task
 from orbit_store.pulse.sessions import register_session, revoke_session
 from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.unreceived import hand_back_unreceived
 from orbit_store.schema import tasks
 from orbit_store.verify import verify
 
@@ -92,6 +93,7 @@ def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
                 queues_=None,
                 limit=rng.randint(1, 10),
                 worker_session_id=session.id,
+                start_handlers=("h",) if rng.random() < 0.5 else (),  # lease with start
             ),
         )
         stats["granted"] += len(grants)
@@ -101,6 +103,9 @@ def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
             if roll < 0.02:
                 stats["abandoned"] += 1
                 continue  # its lease lapses: the reaper decides
+            if roll < 0.05 and grant.started:  # as if never delivered: the lease route's rule
+                tx(engine, stats, functools.partial(hand_back_unreceived, **ident))
+                continue
             if roll < 0.05:
                 outcome, extra = Outcome.RELEASED, {}
             else:
