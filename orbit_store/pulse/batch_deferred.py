@@ -57,7 +57,11 @@ def deferred(conn: sa.Connection, namespace: str) -> Iterator[Deferred]:
     try:
         yield record
     finally:
-        conn.info.pop(_INFO_KEY, None)
+        # A connection lost mid-batch is invalidated: touching ``info`` would raise
+        # PendingRollbackError and hide the connection-lost error ``run_transaction`` retries
+        # on. Its ``info`` dies with it, so there is nothing to clean up then.
+        if not conn.invalidated:
+            conn.info.pop(_INFO_KEY, None)
     _settle(conn, namespace, record)
 
 

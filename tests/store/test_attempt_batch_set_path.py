@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from orbit_store.pulse import batches
@@ -201,3 +202,39 @@ def test_a_completion_count_that_does_not_match_rolls_back_and_goes_item_by_item
         assert [r.kind for r in pulse.result_events(grant.task_id)] == ["task.succeeded"]
         attempt = pulse.attempts(grant.task_id)[0]
         assert (attempt.outcome, attempt.result) == ("SUCCEEDED", {"n": n})
+
+
+@contextmanager
+def _connection_killed_at_first(engine: sa.Engine, prefix: str) -> Iterator[list[str]]:
+    """Kill the session (``KILL``, from another connection) the first time a grouped statement
+    starting with ``prefix`` is about to be sent: the batch loses its connection mid-way."""
+    hit: list[str] = []
+
+    def kill(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not hit and statement.startswith(prefix) and " IN (" in statement:
+            hit.append(statement)
+            victim = conn.connection.dbapi_connection.thread_id()
+            with engine.connect() as admin:
+                admin.exec_driver_sql(f"KILL {int(victim)}")
+
+    sa.event.listen(engine, "before_cursor_execute", kill)
+    try:
+        yield hit
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", kill)
+
+
+@pytest.mark.mariadb_only
+def test_a_batch_that_loses_its_connection_before_commit_is_run_again_not_an_error(
+    pulse: PulseDriver,
+) -> None:
+    """Nothing of a transaction whose connection died before COMMIT was committed, so
+    ``run_transaction`` runs it again (a database restart, a proxy cutting connections). The
+    batch must let that connection-lost error through as it is: the worker's report is then
+    applied, not answered with a 500 that leaves its lease to lapse and the task to run again."""
+    grants = _running(pulse, 3)
+    with _connection_killed_at_first(pulse.base_engine, "UPDATE tasks") as hit:
+        answers = _succeed_many(pulse, grants)
+    assert hit, "the kill never happened: the set path sent no grouped task UPDATE"
+    assert {a.status for a in answers.values()} == {CompletionStatus.APPLIED}
+    assert {pulse.state(g.task_id) for g in grants} == {"SUCCEEDED"}
