@@ -134,13 +134,8 @@ class PulseDriver:
         return ids
 
     def claim(
-        self,
-        limit: int = 10,
-        queues: list[str] | None = None,
-        session_id: str | None = None,
-        start_handlers: tuple[str, ...] = (),
+        self, limit: int = 10, queues: list[str] | None = None, session_id: str | None = None
     ) -> list[LeaseGrant]:
-        """Lease (``start_handlers``: a lease with start for those handlers' tasks)."""
         if session_id is None:
             session_id = (self._session or self.session()).id
         return self.tx(
@@ -150,7 +145,6 @@ class PulseDriver:
                 queues_=queues or ["default"],
                 limit=limit,
                 worker_session_id=session_id,
-                start_handlers=start_handlers,
             )
         )
 
