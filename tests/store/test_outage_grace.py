@@ -123,13 +123,7 @@ def test_a_lease_whose_session_was_ended_lapses_even_just_after_service_resumed_
     session gave up on purpose (pod deleted, name re-registered): a replica that has just
     started must still lapse them at once, as `DELETE /v1/worker-sessions/{id}` promises."""
     now = isolated_pulse.now()
-    isolated_pulse.tx(
-        lambda c: c.execute(
-            server_replicas.insert().values(
-                id="just-started", host="h", pid=1, started_at=now, last_seen_at=now
-            )
-        )
-    )
+    add_replica(isolated_pulse.engine, "just-started", 0, 0, now)
     session = isolated_pulse.session()
     task = isolated_pulse.submit(safety=Safety.UNSAFE)
     grant = isolated_pulse.claim_one()
@@ -147,13 +141,7 @@ def test_the_reaper_counts_the_leases_it_graced_instead_of_lapsing(
     """Operators see graces in Prometheus (``orbit_lease_outage_graces_total``), not only in
     logs: a spike after a restart says leases were kept alive for their workers to come back."""
     now = isolated_pulse.now()
-    isolated_pulse.tx(
-        lambda c: c.execute(
-            server_replicas.insert().values(
-                id="just-started", host="h", pid=1, started_at=now, last_seen_at=now
-            )
-        )
-    )
+    add_replica(isolated_pulse.engine, "just-started", 0, 0, now)
     isolated_pulse.session()
     task = isolated_pulse.submit(safety=Safety.UNSAFE)
     grant = isolated_pulse.claim_one()
