@@ -30,6 +30,7 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.pulse.probe import Outlook, outlook
 from orbit_store.pulse.start import start_attempt
+from orbit_store.pulse.unreceived import hand_back_unreceived
 
 from . import limits, schemas
 from .auth import CurrentCredential, authorize
@@ -118,9 +119,12 @@ async def lease(
     A submission to this server of a task this session can run wakes the request within
     milliseconds (one waiting request per task). While nothing is due the request runs no
     claim transaction: it sleeps until a wake-up, the next scheduled task's due time or the
-    poll interval, then asks a read-only probe whether a claim would find anything. Tasks
-    granted to a client that has disconnected meanwhile are handed back at once, their
-    attempt not spent."""
+    poll interval, then asks a read-only probe whether a claim would find anything.
+
+    ``start_handlers`` (worker protocol 3): grants of these handlers' tasks are started in the
+    claim itself (``started``: RUNNING, no start call). Tasks granted to a client that has
+    disconnected meanwhile — leased or started — are handed back at once, their attempt not
+    spent: the worker never received them, so no handler ran."""
     namespace = worker_namespace(credential)
     deadline = time.monotonic() + body.wait_seconds
     claim = functools.partial(
@@ -129,6 +133,7 @@ async def lease(
         queues_=None,
         limit=body.max_tasks,
         worker_session_id=session_id,
+        start_handlers=frozenset(body.start_handlers),
     )
     claimant = await anyio.to_thread.run_sync(_claimant, ctx, namespace, session_id)
     grants: list[LeaseGrant] = []
@@ -185,17 +190,16 @@ def _seconds_until(instant: dt.datetime | None, now: dt.datetime) -> float | Non
 
 
 def _hand_back(ctx: AppContext, namespace: str, grants: list[LeaseGrant]) -> None:
-    """Each grant back to WAITING in its own transaction (RELEASED: the attempt is not spent)."""
+    """Each grant back to WAITING in its own transaction (RELEASED: the attempt is not spent),
+    also a started one (``pulse.unreceived``)."""
     for grant in grants:
         run_transaction(
             ctx.engine,
             functools.partial(
-                complete_attempt,
+                hand_back_unreceived,
                 namespace=namespace,
                 attempt_id=grant.attempt_id,
                 token=grant.token,
-                outcome=Outcome.RELEASED,
-                release_reason="handed back: the lease request's client had disconnected",
             ),
         )
     ctx.metrics.handed_back.labels(namespace).inc(len(grants))

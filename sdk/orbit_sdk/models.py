@@ -235,6 +235,9 @@ class Lease(WireModel):
     deadline_at: dt.datetime | None = None
     #: Seconds to the lease's end as the server saw it: the local deadline's measure.
     lease_remaining_seconds: float | None = None
+    #: Started with the lease (worker protocol 3): RUNNING already, run it without a start call.
+    #: Servers before protocol 3 never send it.
+    started: bool = False
 
 
 class LeaseBatch(WireModel):

@@ -154,6 +154,7 @@ def test_metrics_expose_retries_and_unrunnable_tasks(api: Api) -> None:
     text = asyncio.run(scrape())
     assert f'orbit_tasks_unrunnable{{namespace="{api.namespace}",queue="default"}} 1.0' in text
     assert "# TYPE orbit_db_transaction_retries_total counter" in text
+    assert "# TYPE orbit_attempt_batch_fallbacks_total counter" in text
 
 
 def test_a_long_poll_gets_a_delayed_task_when_it_falls_due(api: Api) -> None:

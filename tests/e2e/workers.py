@@ -16,6 +16,7 @@ worker = Worker(
     concurrency=int(os.environ.get("ORBIT_E2E_CONCURRENCY", "4")),
     lease_wait_seconds=2,
     drain_timeout=float(os.environ.get("ORBIT_E2E_DRAIN_TIMEOUT", "30")),
+    lease_with_start=os.environ.get("ORBIT_E2E_LEASE_WITH_START", "1") == "1",
 )
 RECORDS = Path(os.environ.get("ORBIT_E2E_DIR", "/tmp"))
 
