@@ -124,9 +124,15 @@ async def lease(
     ``start_handlers`` (worker protocol 3): grants of these handlers' tasks are started in the
     claim itself (``started``: RUNNING, no start call). Tasks granted to a client that has
     disconnected meanwhile — leased or started — are handed back at once, their attempt not
-    spent: the worker never received them, so no handler ran."""
+    spent: the worker never received them, so no handler ran.
+
+    ``claimed_after_seconds`` says how long the request waited here before the claim that
+    granted: the worker counts each lease from its sending plus that, so an answer that sat
+    undelivered (a worker paused mid-poll) cannot stretch a lease past its end here."""
+    received = time.monotonic()
     namespace = worker_namespace(credential)
-    deadline = time.monotonic() + body.wait_seconds
+    deadline = received + body.wait_seconds
+    claim_began = received
     claim = functools.partial(
         claim_tasks,
         namespace=namespace,
@@ -146,6 +152,7 @@ async def lease(
                 seen = await anyio.to_thread.run_sync(_outlook, ctx, namespace, claimant)
                 should_claim, next_due = seen.ready, _seconds_until(seen.next_due_at, seen.now)
             if should_claim:
+                claim_began = time.monotonic()
                 grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
             remaining = deadline - time.monotonic()
             if grants or remaining <= 0 or await request.is_disconnected():
@@ -162,7 +169,10 @@ async def lease(
         await anyio.to_thread.run_sync(_hand_back, ctx, namespace, grants)
         return schemas.LeaseBatch(leases=[])
     _observe_dispatch(ctx, grants)
-    return schemas.LeaseBatch(leases=[_lease(g) for g in grants])
+    return schemas.LeaseBatch(
+        leases=[_lease(g) for g in grants],
+        claimed_after_seconds=claim_began - received if grants else None,
+    )
 
 
 def _lease(grant: LeaseGrant) -> schemas.Lease:

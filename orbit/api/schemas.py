@@ -246,6 +246,14 @@ class Lease(Out):
 
 class LeaseBatch(Out):
     leases: list[Lease]
+    claimed_after_seconds: float | None = Field(
+        None,
+        description="Seconds from this server receiving the request to the start of the claim "
+        "that granted these leases (null when none). A long poll can hold a request for a while "
+        "before it grants; a worker measures each grant's lease from when it sent the request "
+        "plus this, never later than the answer's arrival — so an answer that sat undelivered "
+        "(a paused worker) does not stretch the lease past its end on the server.",
+    )
 
 
 class AttemptToken(Strict):

@@ -86,6 +86,15 @@ class AttemptRunner:
             if self.stopping.is_set() and not started:  # granted while stopping: hand it back
                 self.report(attempt, Report("released"))
                 return
+            if ctx.lease_lost:  # the answer sat undelivered (a pause) past the lease's end
+                log.warning(
+                    "task %s: grant arrived after its lease's deadline; not run",
+                    ctx.task_id,
+                    extra=_x(ctx),
+                )
+                if not started:  # nothing ran: hand it back if the server still counts it
+                    self.report(attempt, Report("released"))
+                return
             if not started and not self.start(attempt):
                 return
             attempt.started = True

@@ -242,6 +242,18 @@ class Lease(WireModel):
 
 class LeaseBatch(WireModel):
     leases: list[Lease] = Field(default_factory=list)
+    #: How long the server held the request before the claim that granted (None: an older
+    #: server, or no grants).
+    claimed_after_seconds: float | None = None
+
+    def measured_from(self, sent_at: float, received_at: float) -> float:
+        """The monotonic time this batch's leases count from: when the request was sent plus
+        the server's hold before claiming, never later than the answer's arrival. An answer
+        that sat in a paused worker's socket thus does not stretch its leases (older servers
+        say nothing: the arrival, as before)."""
+        if self.claimed_after_seconds is None:
+            return received_at
+        return min(sent_at + max(self.claimed_after_seconds, 0.0), received_at)
 
 
 class StartResponse(WireModel):

@@ -413,6 +413,7 @@ class Worker:
                 self.lease_wait_seconds,
                 self._ask.start_handlers(),
             )
+            sent_at = time.monotonic()
             try:
                 batch = LeaseBatch.model_validate(self.send(call).json())
             except (Conflict, NotFound) as exc:
@@ -439,10 +440,12 @@ class Worker:
                 backoff.sleep(self._stopping)
                 continue
             backoff.reset()
+            granted_at = batch.measured_from(sent_at, time.monotonic())
             for lease in batch.leases:
-                self._accept(lease)
+                self._accept(lease, granted_at)
 
-    def _accept(self, lease: Lease) -> None:
-        self._runner.spawn(LiveAttempt(lease, TaskContext(lease, self.name)))
+    def _accept(self, lease: Lease, granted_at: float | None = None) -> None:
+        ctx = TaskContext(lease, self.name, granted_at=granted_at)
+        self._runner.spawn(LiveAttempt(lease, ctx))
 
     # --- one attempt ------------------------------------------------------------------------
