@@ -5,8 +5,9 @@ For each total of worker slots (1 = one process with 1 slot, 4 = 2+2, 16 = 8+8):
 over HTTP (SDK ``Client.submit``, several threads), start the workers, wait until all are SUCCEEDED
 ("pre-submitted"); then submit N more while the workers run ("live"); then stop the workers, submit
 N more with ``Client.submit_many`` (requests of --batch-size) and drain them again. The workers
-batch their starts and reports (worker protocol 2). Drain time comes from the
-database's own timestamps (first lease -> last finish), so worker start-up is not counted.
+lease with start (worker protocol 3: no start call; ``--no-lease-with-start`` for protocol 2),
+batch their reports, and wait ``--lease-linger`` for fuller lease requests. Drain time comes from
+the database's own timestamps (first lease -> last finish), so worker start-up is not counted.
 Dispatch latency: idle long-polling workers, one task at a time; available_at -> leased/started.
 Raw: scratch tables made with CREATE TABLE ... LIKE, as many processes as slots, READ COMMITTED.
 Usage: ``.venv/bin/python bench/e2e.py [--quick] [--keep]`` (see --help).
@@ -271,6 +272,10 @@ class Bench:
         for k, concurrency in enumerate(PLANS[slots]):
             env = {"ORBIT_SERVER": self.base, "ORBIT_TOKEN": self.token, "ORBIT_NAMESPACE": NS}
             env |= {"BENCH_CONCURRENCY": str(concurrency), "BENCH_WORKER_NAME": f"w{slots}-{k}"}
+            env |= {
+                "BENCH_LEASE_WITH_START": str(int(self.args.lease_with_start)),
+                "BENCH_LEASE_LINGER": str(self.args.lease_linger),
+            }
             argv = ["worker", "bench.e2e_worker:worker"]
             self.workers.append(self.spawn(argv, f"worker-{slots}-{k}.log", **env))
 
@@ -485,6 +490,18 @@ def main() -> None:
     add("--server-workers", default="1", help="orbit server --workers (default 1)")
     add("--log-level", default="INFO", help="ORBIT_LOG_LEVEL of the server and workers")
     add("--quick", action="store_true", help="150 tasks per cell, 50 latency samples")
+    add(
+        "--no-lease-with-start",
+        dest="lease_with_start",
+        action="store_false",
+        help="workers start every grant by a call (protocol 2, before issue 9)",
+    )
+    add(
+        "--lease-linger",
+        type=float,
+        default=0.01,
+        help="workers' lease_linger (0: ask as soon as one slot is free, before issue 9)",
+    )
     add("--keep", action="store_true", help="keep the database and the logs")
     args = parser.parse_args()
     if args.quick:
@@ -508,6 +525,10 @@ def main() -> None:
         settings = dict(bench.query(f"SHOW VARIABLES WHERE Variable_name IN {names}"))
         say(f"MariaDB {settings.pop('version')}, durability settings in force: {settings}")
         say(f"{os.cpu_count()} CPUs, shared by MariaDB, the server, the workers and this script")
+        say(
+            f"workers: lease with start {'on' if args.lease_with_start else 'off'}, "
+            f"lease_linger {args.lease_linger}s; load: {os.getloadavg()}"
+        )
         for table in ("tasks", "task_attempts", "task_events"):
             bench.query(f"CREATE TABLE raw_{table} LIKE {table}")
         bench.start_server()

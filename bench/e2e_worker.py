@@ -14,6 +14,8 @@ worker = Worker(
     name=os.environ.get("BENCH_WORKER_NAME"),
     lease_wait_seconds=5,
     drain_timeout=10,
+    lease_with_start=os.environ.get("BENCH_LEASE_WITH_START", "1") == "1",
+    lease_linger=float(os.environ.get("BENCH_LEASE_LINGER", "0.01")),
 )
 
 

@@ -25,11 +25,16 @@ from orbit.metrics_delivery import delivery_gauges
 from orbit.metrics_fencing import fence_gauges
 from orbit.metrics_processes import multiprocess
 from orbit.metrics_workflows import WorkflowMetrics, workflow_gauges
-from orbit_store.db import TRANSACTION_RETRIES
+from orbit_store.db import TRANSACTION_RETRIES, RetryCounter
+from orbit_store.pulse.batches import SET_PATH_FALLBACKS
 
 RETRIES_HELP = (
     "Store transactions run again after a deadlock, lock-wait timeout, busy database "
     "or a connection lost before COMMIT; deadlocks should stay at zero."
+)
+FALLBACKS_HELP = (
+    "Batched starts or completions whose set path found rows changed since it read them and "
+    "went item by item instead (correct, slower); should stay near zero."
 )
 
 DEFAULT_GAUGE_INTERVAL = 15.0
@@ -129,6 +134,11 @@ class Metrics:
         )
         self.registry.register(self.gauges)
         self.registry.register(TransactionRetriesCollector())
+        self.registry.register(
+            ProcessCounterCollector(
+                "orbit_attempt_batch_fallbacks", FALLBACKS_HELP, "call", SET_PATH_FALLBACKS
+            )
+        )
         #: What /metrics serves: this registry, or the pod's processes summed.
         self.exposition = self._pod_registry() if multiprocess() else self.registry
 
@@ -140,6 +150,10 @@ class Metrics:
         registry.register(self.gauges)
         retries = Counter("orbit_db_transaction_retries", RETRIES_HELP, ["reason"], registry=None)
         TRANSACTION_RETRIES.listen(lambda reason: retries.labels(reason).inc())
+        fallbacks = Counter(
+            "orbit_attempt_batch_fallbacks", FALLBACKS_HELP, ["call"], registry=None
+        )
+        SET_PATH_FALLBACKS.listen(lambda call: fallbacks.labels(call).inc())
         return registry
 
     def count_item_errors(self, loop: str, errors: int) -> None:
@@ -164,3 +178,21 @@ class TransactionRetriesCollector(Collector):
         for reason, count in sorted(TRANSACTION_RETRIES.snapshot().items()):
             retries.add_metric([reason], count)
         yield retries
+
+
+class ProcessCounterCollector(Collector):
+    """A counter this process keeps in the store (an ``orbit_store.db.RetryCounter``)."""
+
+    def __init__(self, name: str, documentation: str, label: str, counter: RetryCounter) -> None:
+        self.name, self.documentation, self.label, self.counter = (
+            name,
+            documentation,
+            label,
+            counter,
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=[self.label])
+        for value, count in sorted(self.counter.snapshot().items()):
+            family.add_metric([value], count)
+        yield family

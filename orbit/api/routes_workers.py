@@ -30,6 +30,7 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.pulse.probe import Outlook, outlook
 from orbit_store.pulse.start import start_attempt
+from orbit_store.pulse.unreceived import hand_back_unreceived
 
 from . import limits, schemas
 from .auth import CurrentCredential, authorize
@@ -118,17 +119,27 @@ async def lease(
     A submission to this server of a task this session can run wakes the request within
     milliseconds (one waiting request per task). While nothing is due the request runs no
     claim transaction: it sleeps until a wake-up, the next scheduled task's due time or the
-    poll interval, then asks a read-only probe whether a claim would find anything. Tasks
-    granted to a client that has disconnected meanwhile are handed back at once, their
-    attempt not spent."""
+    poll interval, then asks a read-only probe whether a claim would find anything.
+
+    ``start_handlers`` (worker protocol 3): grants of these handlers' tasks are started in the
+    claim itself (``started``: RUNNING, no start call). Tasks granted to a client that has
+    disconnected meanwhile — leased or started — are handed back at once, their attempt not
+    spent: the worker never received them, so no handler ran.
+
+    ``claimed_after_seconds`` says how long the request waited here before the claim that
+    granted: the worker counts each lease from its sending plus that, so an answer that sat
+    undelivered (a worker paused mid-poll) cannot stretch a lease past its end here."""
+    received = time.monotonic()
     namespace = worker_namespace(credential)
-    deadline = time.monotonic() + body.wait_seconds
+    deadline = received + body.wait_seconds
+    claim_began = received
     claim = functools.partial(
         claim_tasks,
         namespace=namespace,
         queues_=None,
         limit=body.max_tasks,
         worker_session_id=session_id,
+        start_handlers=frozenset(body.start_handlers),
     )
     claimant = await anyio.to_thread.run_sync(_claimant, ctx, namespace, session_id)
     grants: list[LeaseGrant] = []
@@ -141,6 +152,7 @@ async def lease(
                 seen = await anyio.to_thread.run_sync(_outlook, ctx, namespace, claimant)
                 should_claim, next_due = seen.ready, _seconds_until(seen.next_due_at, seen.now)
             if should_claim:
+                claim_began = time.monotonic()
                 grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
             remaining = deadline - time.monotonic()
             if grants or remaining <= 0 or await request.is_disconnected():
@@ -157,7 +169,10 @@ async def lease(
         await anyio.to_thread.run_sync(_hand_back, ctx, namespace, grants)
         return schemas.LeaseBatch(leases=[])
     _observe_dispatch(ctx, grants)
-    return schemas.LeaseBatch(leases=[_lease(g) for g in grants])
+    return schemas.LeaseBatch(
+        leases=[_lease(g) for g in grants],
+        claimed_after_seconds=claim_began - received if grants else None,
+    )
 
 
 def _lease(grant: LeaseGrant) -> schemas.Lease:
@@ -185,17 +200,16 @@ def _seconds_until(instant: dt.datetime | None, now: dt.datetime) -> float | Non
 
 
 def _hand_back(ctx: AppContext, namespace: str, grants: list[LeaseGrant]) -> None:
-    """Each grant back to WAITING in its own transaction (RELEASED: the attempt is not spent)."""
+    """Each grant back to WAITING in its own transaction (RELEASED: the attempt is not spent),
+    also a started one (``pulse.unreceived``)."""
     for grant in grants:
         run_transaction(
             ctx.engine,
             functools.partial(
-                complete_attempt,
+                hand_back_unreceived,
                 namespace=namespace,
                 attempt_id=grant.attempt_id,
                 token=grant.token,
-                outcome=Outcome.RELEASED,
-                release_reason="handed back: the lease request's client had disconnected",
             ),
         )
     ctx.metrics.handed_back.labels(namespace).inc(len(grants))

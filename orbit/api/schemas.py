@@ -202,6 +202,15 @@ class Session(Out):
 class LeaseRequest(Strict):
     max_tasks: int = Field(1, ge=1, le=100)
     wait_seconds: float = Field(0, ge=0, le=60, description="Long-poll up to this long.")
+    start_handlers: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
+        default_factory=list,
+        max_length=500,
+        description="Lease with start (worker protocol 3): grants of tasks of these handlers are "
+        "started in the lease's own transaction (answered with started=true, RUNNING, no start "
+        "call). Name only handlers that are safe to run again. Tasks of class unsafe and of "
+        "other handlers are leased only.",
+        examples=[["shop.send_receipt"]],
+    )
 
 
 class Lease(Out):
@@ -228,10 +237,23 @@ class Lease(Out):
         "the moment they sent the request, on their own monotonic clock: past it, the attempt "
         "must assume it lost the lease.",
     )
+    started: bool = Field(
+        False,
+        description="Started with the lease (its handler was in start_handlers): the attempt is "
+        "RUNNING and its lease runs from the grant; run the handler without a start call.",
+    )
 
 
 class LeaseBatch(Out):
     leases: list[Lease]
+    claimed_after_seconds: float | None = Field(
+        None,
+        description="Seconds from this server receiving the request to the start of the claim "
+        "that granted these leases (null when none). A long poll can hold a request for a while "
+        "before it grants; a worker measures each grant's lease from when it sent the request "
+        "plus this, never later than the answer's arrival — so an answer that sat undelivered "
+        "(a paused worker) does not stretch the lease past its end on the server.",
+    )
 
 
 class AttemptToken(Strict):

@@ -14,7 +14,8 @@ from .schemas import Completion, Out, Problem, Safety, Strict, TaskStateName, Ta
 
 #: Bumped when the worker calls change shape; in the OpenAPI document as ``x-worker-protocol``.
 #: 2: ``POST /v1/attempts:start`` and ``POST /v1/attempts:complete`` (batches).
-WORKER_PROTOCOL = 2
+#: 3: lease with start (``start_handlers`` on a lease request, ``started`` on each grant).
+WORKER_PROTOCOL = 3
 MAX_ATTEMPT_BATCH = 100
 MAX_SUBMIT_BATCH = 1000
 

@@ -30,30 +30,45 @@ def fan_out(
     returns how many. Runs inside Pulse's outcome transaction, after its own locks: the
     namespace's subscriptions are read in share mode, so none can be deleted before this
     transaction commits the deliveries that reference it."""
-    rows = conn.execute(_SUBSCRIPTIONS, {"namespace": task.namespace}).all()
-    matching = [
-        row.id
-        for row in rows
-        if EventFilter.from_json(row.filter).matches(
-            queue=task.queue, handler=task.handler, task_state=task_state
-        )
+    return fan_out_many(conn, task.namespace, [(event_id, task, task_state)], now=now)
+
+
+def fan_out_many(
+    conn: sa.Connection,
+    namespace: str,
+    events: list[tuple[str, Any, str]],
+    *,
+    now: dt.datetime,
+) -> int:
+    """:func:`fan_out` for several result events of ``namespace`` — ``(event_id, task,
+    task_state)`` each — written by one transaction: the subscriptions are read once and the
+    deliveries inserted in one multi-row INSERT (a batch of completions). Returns how many."""
+    if not events:
+        return 0
+    rows = conn.execute(_SUBSCRIPTIONS, {"namespace": namespace}).all()
+    filters = [(row.id, EventFilter.from_json(row.filter)) for row in rows]
+    deliveries = [
+        _delivery(event_id, subscription_id, namespace, now)
+        for event_id, task, task_state in events
+        for subscription_id, event_filter in filters
+        if event_filter.matches(queue=task.queue, handler=task.handler, task_state=task_state)
     ]
-    if matching:
-        conn.execute(
-            event_deliveries.insert(),
-            [
-                {
-                    "id": new_id(),
-                    "event_id": event_id,
-                    "subscription_id": subscription_id,
-                    "namespace": task.namespace,
-                    "state": DeliveryState.PENDING.value,
-                    "state_version": 1,
-                    "attempts": 0,
-                    "next_attempt_at": now,
-                    "created_at": now,
-                }
-                for subscription_id in matching
-            ],
-        )
-    return len(matching)
+    if deliveries:
+        conn.execute(event_deliveries.insert(), deliveries)
+    return len(deliveries)
+
+
+def _delivery(
+    event_id: str, subscription_id: str, namespace: str, now: dt.datetime
+) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "event_id": event_id,
+        "subscription_id": subscription_id,
+        "namespace": namespace,
+        "state": DeliveryState.PENDING.value,
+        "state_version": 1,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }

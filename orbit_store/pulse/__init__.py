@@ -40,5 +40,7 @@ the sessions exclusively, then the attempts (``orbit_store/restore_fence.py``).
 
 A transaction that changes several tasks (a queue cancelled on deletion) locks, before the
 first change, everything the changes will need, kind by kind in this order
-(``cancel.cancel_tasks``).
+(``cancel.cancel_tasks``). So does a batch of starts or completions on its set path
+(``batch_read``): the sessions, the gates, then the task rows of the whole batch, each kind in
+id order, before its grouped updates and the single-item bodies of its rare items.
 """

@@ -1,7 +1,15 @@
 """Many attempts started or completed in one transaction (the batched worker protocol).
 
 One commit (one log flush) for a whole batch instead of one per attempt, with nothing of the
-per-item rules given up: each item runs the single-item transaction body (``start_attempt``,
+per-item rules given up. First the set path (``batch_start``, ``batch_complete``): the common
+items — a start of a leased attempt, a success or failure of a running one — are judged item by
+item from reads made once per batch and applied with grouped conditional UPDATEs and multi-row
+INSERTs, a few statements per batch whatever its size, inside one SAVEPOINT. If one of its
+affected-row counts does not match (something moved between its reads and its writes), it is
+rolled back to that savepoint, counted in :data:`SET_PATH_FALLBACKS`, and the whole batch goes
+item by item (below). The set path answers exactly what the item-by-item path would.
+
+Every other item runs the single-item transaction body (``start_attempt``,
 ``complete_attempt``) with its own attempt token, its own conditional updates and its own typed
 result, inside its own SAVEPOINT. An item the rules refuse (wrong token, superseded attempt,
 lapsed lease — invariant 3) answers with its refusal; an item whose request is invalid or
@@ -9,24 +17,34 @@ whose conditional update loses a race is rolled back to its savepoint and answer
 ``InvalidRequest``/``LostRace``; its neighbours commit either way (invariant 4 per item: an
 applied outcome commits with its events).
 
-Lock order: items are applied in attempt-id order, so two batches naming the same attempts lock
-their tasks in the same order. Each item takes the locks of the single-item body in the
-documented order (session, gate, task, attempt, keys, quotas, inserts); a batch holds the locks of
-its earlier items while it takes the next item's, and a deadlock with another transaction rolls
-the whole batch back, which ``run_transaction`` runs again (every item is idempotent: a start
-answers ``already_started``, a completion ``duplicate``).
+Lock order: the set path takes the sessions (starts), gates and task rows of the whole batch
+first, in that order and each kind in id order (``batch_read``), so the items left to the
+single-item body afterwards find theirs held and take only attempts, keys, quotas and inserts.
+Item by item (a batch of one, or the fallback), items are applied in attempt-id order, so two
+batches naming the same attempts lock their tasks in the same order. Each item takes the locks
+of the single-item body in the documented order (session, gate, task, attempt, keys, quotas,
+inserts); a batch holds the locks of its earlier items while it takes the next item's, and a
+deadlock with another transaction rolls the whole batch back, which ``run_transaction`` runs
+again (every item is idempotent: a start answers ``already_started``, a completion
+``duplicate``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from orbit_store.db import RetryCounter
 from orbit_store.errors import InvalidRequest
 
+from .batch_complete import complete_set
+from .batch_deferred import Deferred, deferred
+from .batch_read import SetPathMismatch
+from .batch_start import start_set
 from .complete import complete_attempt
 from .model import CompletionResult, Outcome, Safety, StartResult
 from .start import start_attempt
@@ -34,6 +52,16 @@ from .transitions import LostRace
 
 #: The most items one batch may carry (the API refuses more).
 MAX_BATCH = 100
+
+#: The smallest batch that takes the set path: one item is cheaper through the single-item body
+#: (its statements are built once; bench/batch_paths.py).
+SET_PATH_FROM = 2
+
+#: Batches whose set path was rolled back and applied item by item, by kind (start, complete)
+#: in this process: exported as orbit_attempt_batch_fallbacks_total.
+SET_PATH_FALLBACKS = RetryCounter()
+
+log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 Item = TypeVar("Item", "StartItem", "CompletionItem")
@@ -66,10 +94,12 @@ class ItemRefused:
 
 
 def start_attempts(
-    conn: sa.Connection, *, namespace: str, items: Sequence[StartItem]
+    conn: sa.Connection, *, namespace: str, items: Sequence[StartItem], set_based: bool = True
 ) -> dict[str, StartResult | ItemRefused]:
     """Start every item's attempt that the rules allow (invariants 3, 12); one result per
-    attempt id. See the module docstring for isolation between items."""
+    attempt id. See the module docstring for isolation between items. ``set_based=False``
+    applies every item through the single-item body (the reference the set path is tested
+    against, and an escape hatch)."""
 
     def start(item: StartItem) -> StartResult:
         return start_attempt(
@@ -80,13 +110,29 @@ def start_attempts(
             handler_safety=item.handler_safety,
         )
 
-    return _each(conn, items, start)
+    by_id = _checked(items)
+    with deferred(conn, namespace) as record:
+        if not set_based:
+            return _each(conn, record, by_id, sorted(by_id), start)
+        return _set_then_each(
+            conn,
+            record,
+            "start",
+            by_id,
+            lambda: start_set(conn, namespace, list(by_id.values())),
+            start,
+        )
 
 
 def complete_attempts(
-    conn: sa.Connection, *, namespace: str, items: Sequence[CompletionItem]
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    items: Sequence[CompletionItem],
+    set_based: bool = True,
 ) -> dict[str, CompletionResult | ItemRefused]:
-    """Apply every item's report (invariants 3, 4, 7); one result per attempt id."""
+    """Apply every item's report (invariants 3, 4, 7); one result per attempt id.
+    ``set_based``: as for :func:`start_attempts`."""
 
     def complete(item: CompletionItem) -> CompletionResult:
         return complete_attempt(
@@ -100,27 +146,75 @@ def complete_attempts(
             retryable=item.retryable,
         )
 
-    return _each(conn, items, complete)
+    by_id = _checked(items)
+    with deferred(conn, namespace) as record:
+        if not set_based:
+            return _each(conn, record, by_id, sorted(by_id), complete)
+        return _set_then_each(
+            conn,
+            record,
+            "complete",
+            by_id,
+            lambda: complete_set(conn, namespace, list(by_id.values())),
+            complete,
+        )
 
 
-def _each(
-    conn: sa.Connection, items: Sequence[Item], apply: Callable[[Item], R]
-) -> dict[str, R | ItemRefused]:
+def _checked(items: Sequence[Item]) -> dict[str, Item]:
     by_id = {item.attempt_id: item for item in items}
     if len(by_id) != len(items):
         raise InvalidRequest("an attempt may appear only once in a batch")
     if len(items) > MAX_BATCH:
         raise InvalidRequest(f"a batch holds at most {MAX_BATCH} items")
+    return by_id
+
+
+def _set_then_each(
+    conn: sa.Connection,
+    record: Deferred,
+    kind: str,
+    by_id: dict[str, Item],
+    set_path: Callable[[], tuple[dict[str, R], list[str]]],
+    apply: Callable[[Item], R],
+) -> dict[str, R | ItemRefused]:
+    """The set path in a savepoint, then the items it left, each on its own; or, when the set
+    path's counts did not match, every item on its own."""
+    if len(by_id) < SET_PATH_FROM:
+        return _each(conn, record, by_id, sorted(by_id), apply)
+    savepoint, mark = conn.begin_nested(), record.mark()
+    try:
+        answers, rest = set_path()
+    except SetPathMismatch as exc:
+        savepoint.rollback()
+        record.reset(mark)
+        SET_PATH_FALLBACKS.add(kind)
+        log.warning("batch %s went item by item: %s", kind, exc)
+        return _each(conn, record, by_id, sorted(by_id), apply)
+    savepoint.commit()
+    results: dict[str, R | ItemRefused] = dict(answers)
+    results.update(_each(conn, record, by_id, rest, apply))
+    return results
+
+
+def _each(
+    conn: sa.Connection,
+    record: Deferred,
+    by_id: dict[str, Item],
+    attempt_ids: list[str],
+    apply: Callable[[Item], R],
+) -> dict[str, R | ItemRefused]:
     results: dict[str, R | ItemRefused] = {}
-    for attempt_id in sorted(by_id):
-        savepoint = conn.begin_nested()
+    for attempt_id in attempt_ids:
+        savepoint, mark = conn.begin_nested(), record.mark()
         try:
             results[attempt_id] = apply(by_id[attempt_id])
         except InvalidRequest as exc:
             savepoint.rollback()
+            record.reset(mark)
             results[attempt_id] = ItemRefused("invalid", str(exc))
         except LostRace as exc:
             savepoint.rollback()
+            record.reset(mark)
             results[attempt_id] = ItemRefused("lost_race", str(exc))
         else:
             savepoint.commit()

@@ -15,6 +15,10 @@ the queue is not paused, the deadline has not passed, and the max-running quotas
 it locks only when it grants a counted task. Due SCHEDULED tasks of its queues are promoted
 first, so a task is claimable the moment it falls due.
 
+A lease with start (``start_handlers``) starts the grants of handlers the worker declared safe
+in this same transaction (``grant``): it takes no lock beyond the claim's, since every check a
+start makes is already settled here under the locks above.
+
 Lock order here: session (shared) → gates (shared, promotion) → task rows (SKIP LOCKED, never
 waited for) → concurrency keys (promotion) → quota rows (queue order) → inserts.
 """
@@ -22,22 +26,20 @@ waited for) → concurrency keys (promotion) → quota rows (queue order) → in
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
-from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.fencing import dispatch_epoch
-from orbit_store.ids import new_id, new_secret
-from orbit_store.schema import queues, task_attempts, task_events, tasks, worker_sessions
+from orbit_store.schema import queues, worker_sessions
 
 from . import lanes, quota
-from .attempts import hash_token
-from .model import DEFAULT_QUEUE, AttemptState, LeaseGrant, Safety, TaskState
+from .grant import grant_tasks
+from .model import DEFAULT_QUEUE, LeaseGrant, TaskState
 from .promote import promote_due
 from .transitions import transition
 
@@ -59,9 +61,13 @@ def claim_tasks(
     queues_: list[str] | None,
     limit: int,
     worker_session_id: str | None = None,
+    start_handlers: Collection[str] = (),
 ) -> list[LeaseGrant]:
     """Lease up to ``limit`` due WAITING tasks from ``queues_`` (in queue-priority order) that
-    the worker session can run; ``queues_=None`` means the queues the session registered for."""
+    the worker session can run; ``queues_=None`` means the queues the session registered for.
+
+    ``start_handlers``: handlers the worker declared safe and wants started at once (a lease
+    with start): their grants are RUNNING when this returns (``grant``, invariants 3, 7, 12)."""
     if not 1 <= limit <= MAX_CLAIM_BATCH:
         raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIM_BATCH}")
     epoch = dispatch_epoch(conn)  # restore fence: refused while closed (orbit_store/fencing.py)
@@ -89,7 +95,7 @@ def claim_tasks(
     ]
     if not granted:
         return []
-    return _grant(conn, granted, worker_session_id, now, epoch)
+    return grant_tasks(conn, granted, worker_session_id, now, epoch, start_handlers)
 
 
 def require_active_session(
@@ -176,91 +182,3 @@ def _fail_overdue(
                 error={"type": "deadline_exceeded", "message": "deadline passed before start"},
             )
     return due
-
-
-def _grant(
-    conn: sa.Connection,
-    granted: list[sa.Row[Any]],
-    session_id: str | None,
-    now: dt.datetime,
-    epoch: int,
-) -> list[LeaseGrant]:
-    attempt_rows, event_rows, results = [], [], []
-    attempt_of: dict[str, str] = {}
-    for task in granted:
-        attempt_id, token = new_id(), new_secret()
-        attempt_of[task.id] = attempt_id
-        generation = task.state_version + 1
-        expires = now + dt.timedelta(seconds=task.lease_seconds)
-        attempt_rows.append(
-            {
-                "id": attempt_id,
-                "task_id": task.id,
-                "namespace": task.namespace,
-                "generation": generation,
-                "epoch": epoch,  # restore fence
-                "worker_session_id": session_id,
-                "token_hash": hash_token(token),
-                "state": AttemptState.LEASED.value,
-                "leased_at": now,
-                "lease_expires_at": expires,
-            }
-        )
-        event_rows.append(
-            {
-                "id": new_id(),
-                "task_id": task.id,
-                "namespace": task.namespace,
-                "state_version": task.state_version + 1,
-                "from_state": TaskState.WAITING.value,
-                "to_state": TaskState.LEASED.value,
-                "reason": "claimed",
-                "attempt_id": attempt_id,
-                "actor": session_id,
-                "at": now,
-            }
-        )
-        results.append(
-            LeaseGrant(
-                task_id=task.id,
-                attempt_id=attempt_id,
-                generation=generation,
-                epoch=epoch,  # restore fence
-                token=token,
-                lease_expires_at=expires,
-                namespace=task.namespace,
-                queue=task.queue,
-                handler=task.handler,
-                params=task.params,
-                safety=Safety(task.safety),
-                state_version=task.state_version + 1,
-                deadline_at=task.deadline_at,
-                available_at=task.available_at,
-                leased_at=now,
-            )
-        )
-    conn.execute(task_attempts.insert(), attempt_rows)
-    # One UPDATE for the whole batch; rows are locked by us, so every one must match. A READY
-    # task keeps its concurrency permit through LEASED and RUNNING.
-    ids = list(attempt_of)
-    lease = (
-        tasks.update()
-        .where(tasks.c.id.in_(ids), tasks.c.state == TaskState.WAITING.value)
-        .values(
-            state=TaskState.LEASED.value,
-            state_version=tasks.c.state_version + 1,
-            wait_path=None,
-            attempts_used=tasks.c.attempts_used + 1,
-            current_attempt_id=sa.case(attempt_of, value=tasks.c.id),
-            updated_at=now,
-        )
-    )
-    updated = conn.execute(by_primary_key(lease, tasks))
-    if updated.rowcount != len(ids):
-        raise RuntimeError(f"claim updated {updated.rowcount} of {len(ids)} locked tasks")
-    counted = Counter(t.queue for t in granted if t.quota_counted)
-    for queue_name in sorted(counted):
-        n = counted[queue_name]
-        quota.count(conn, granted[0].namespace, queue_name, waiting=-n, running=n)
-    conn.execute(task_events.insert(), event_rows)
-    return results

@@ -90,7 +90,7 @@ def complete_attempt(
         raise InvalidRequest("start the attempt before reporting its outcome (or release it)")
     if outcome is Outcome.CANCELLED and not task.cancel_requested:
         raise InvalidRequest("'cancelled' is only a valid outcome after a cancel request")
-    to_state, reason, extra = _decide(task, outcome, retryable, now)
+    to_state, reason, extra = decide(task, outcome, retryable, now)
     finish_attempt(
         conn,
         attempt_id,
@@ -110,7 +110,7 @@ def complete_attempt(
     return CompletionResult(CompletionStatus.APPLIED, to_state, reason, queue=task.queue)
 
 
-def _decide(
+def decide(
     task: Any, outcome: Outcome, retryable: bool, now: dt.datetime
 ) -> tuple[TaskState, str, dict[str, Any]]:
     if outcome is Outcome.SUCCEEDED:

@@ -163,6 +163,8 @@ class LeaseGrant:
     leased_at: dt.datetime | None = None
     #: The restore epoch of the grant: (epoch, generation) is the fencing token (fencing.py).
     epoch: int = 0
+    #: Started in the claim (a lease with start, ``grant``): RUNNING, no start call needed.
+    started: bool = False
 
 
 @dataclass(frozen=True)

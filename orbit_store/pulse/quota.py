@@ -109,6 +109,30 @@ def count(
         conn.execute(by_primary_key(update, quotas))
 
 
+def count_queues(conn: sa.Connection, namespace: str, deltas: dict[str, tuple[int, int]]) -> None:
+    """:func:`count` for several queues at once — ``{queue: (waiting, running)}`` — each quota
+    row updated once, in id order (a batch of moves: its rows are locked in one order)."""
+    if not deltas:
+        return
+    scope = sorted({*deltas, WHOLE_NAMESPACE})
+    query = sa.select(quotas.c.id, quotas.c.queue).where(
+        quotas.c.namespace == namespace, quotas.c.queue.in_(scope)
+    )
+    rows = conn.execute(force_index(query, quotas, "ix_quotas_scope")).all()
+    for row in sorted(rows, key=lambda r: str(r.id)):
+        covered = list(deltas) if row.queue == WHOLE_NAMESPACE else [row.queue]
+        waiting = sum(deltas[q][0] for q in covered if q in deltas)
+        running = sum(deltas[q][1] for q in covered if q in deltas)
+        if not (waiting or running):
+            continue
+        update = (
+            quotas.update()
+            .where(quotas.c.id == row.id, quotas.c.queue == row.queue)
+            .values(waiting=quotas.c.waiting + waiting, running=quotas.c.running + running)
+        )
+        conn.execute(by_primary_key(update, quotas))
+
+
 @dataclass
 class RunningRoom:
     """How many more counted tasks each queue may lease now, under every max-running quota of

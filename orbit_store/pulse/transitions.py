@@ -22,8 +22,9 @@ from orbit_store.ids import new_id
 from orbit_store.schema import result_events, task_events, tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
-from . import quota, semaphores
+from . import quota
 from .attempts import finish_attempt
+from .batch_deferred import count_quota, release_permits
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState, WaitPath
 from .paths import holds_permit, reentry_path
 
@@ -111,10 +112,10 @@ def transition(
         raise LostRace(f"task {task.id} moved on from {from_state}@{task.state_version}")
     key = task.concurrency_key
     if holds_permit(task.state, task.wait_path, key) and not holds_permit(to_state, path, key):
-        semaphores.release(conn, task.namespace, key, [task.id], now)
+        release_permits(conn, task.namespace, key, [task.id], now)  # at once, or batch_deferred
     if task.quota_counted:
         waiting, running = quota.state_deltas(from_state, to_state)
-        quota.count(conn, task.namespace, task.queue, waiting=waiting, running=running)
+        count_quota(conn, task.namespace, task.queue, waiting=waiting, running=running)
     append_event(
         conn,
         task.id,

@@ -1,4 +1,5 @@
 """One leased attempt, start to report, on its own thread: start → handler → complete.
+A grant the server started with the lease (``Lease.started``, worker protocol 3) skips the start.
 
 Kept apart from the worker's lifecycle code so the rules for a single attempt -- when the handler
 may run, and which server answers end the reporting -- read top to bottom in one place.
@@ -81,10 +82,20 @@ class AttemptRunner:
     def run(self, attempt: LiveAttempt) -> None:
         ctx = attempt.ctx
         try:
-            if self.stopping.is_set():  # granted while we were stopping: hand it back now
+            started = attempt.lease.started  # RUNNING already; its lease runs from the grant
+            if self.stopping.is_set() and not started:  # granted while stopping: hand it back
                 self.report(attempt, Report("released"))
                 return
-            if not self.start(attempt):
+            if ctx.lease_lost:  # the answer sat undelivered (a pause) past the lease's end
+                log.warning(
+                    "task %s: grant arrived after its lease's deadline; not run",
+                    ctx.task_id,
+                    extra=_x(ctx),
+                )
+                if not started:  # nothing ran: hand it back if the server still counts it
+                    self.report(attempt, Report("released"))
+                return
+            if not started and not self.start(attempt):
                 return
             attempt.started = True
             report = self.execute(attempt)

@@ -203,11 +203,18 @@ def create_session(
 LONG_POLL_MARGIN = 10.0
 
 
-def lease(session_id: str, max_tasks: int, wait_seconds: float) -> Call:
+def lease(
+    session_id: str, max_tasks: int, wait_seconds: float, start_handlers: list[str] | None = None
+) -> Call:
+    """``start_handlers`` (worker protocol 3): handlers declared safe, whose grants the server
+    starts with the lease. Sent only when there are any: older servers refuse the field."""
+    body: dict[str, Any] = {"max_tasks": max_tasks, "wait_seconds": wait_seconds}
+    if start_handlers:
+        body["start_handlers"] = start_handlers
     return Call(
         "POST",
         f"/v1/worker-sessions/{_seg(session_id)}/lease",
-        json={"max_tasks": max_tasks, "wait_seconds": wait_seconds},
+        json=body,
         idempotent=False,
         timeout=wait_seconds + LONG_POLL_MARGIN,
         retry=RetryPolicy(max_attempts=3, max_elapsed=5.0),  # only not-sent errors qualify

@@ -57,11 +57,28 @@ class LiveSet:
         with self._cond:
             self._cond.notify_all()
 
-    def wait_for_free(self, capacity: int, done: Callable[[], bool], poll: float = 0.5) -> int:
-        """Block until fewer than ``capacity`` attempts are held (or ``done()``); free slots."""
+    def wait_for_free(
+        self,
+        capacity: int,
+        done: Callable[[], bool],
+        poll: float = 0.5,
+        *,
+        want: int = 1,
+        linger: float = 0.0,
+    ) -> int:
+        """Block until fewer than ``capacity`` attempts are held (or ``done()``); free slots.
+        Then, while fewer than ``want`` are free, wait up to ``linger`` seconds more for them:
+        under load slots free one by one, and a lease request per slot costs a claim
+        transaction each. With nothing held it returns at once (an idle worker asks now)."""
         with self._cond:
             while len(self._items) >= capacity and not done():
                 self._cond.wait(poll)
+            until = time.monotonic() + linger
+            while capacity - len(self._items) < want and self._items and not done():
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
             return max(capacity - len(self._items), 0)
 
     def wait_empty(self, deadline: float, give_up: Callable[[], bool], poll: float = 0.2) -> bool:

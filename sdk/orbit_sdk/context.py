@@ -24,7 +24,9 @@ log = logging.getLogger("orbit_sdk.handler")
 class TaskContext:
     """Passed to every handler as ``ctx``. Read-only for handlers."""
 
-    def __init__(self, lease: Lease, worker_name: str = "") -> None:
+    def __init__(
+        self, lease: Lease, worker_name: str = "", *, granted_at: float | None = None
+    ) -> None:
         self.task_id = lease.task_id
         self.attempt_id = lease.attempt_id
         #: Fencing number: strictly increases with each attempt of a task. Pass it to downstream
@@ -43,9 +45,11 @@ class TaskContext:
         self._lost = threading.Event()
         self._stop = threading.Event()  # either of the two: what wait_for_cancel waits on
         #: The lease's end on this process's monotonic clock (``_lease_deadline``); a grant is
-        #: measured from its arrival, starts and heartbeats from when they were sent.
+        #: measured from ``granted_at`` (``LeaseBatch.measured_from``; default: now), starts
+        #: and heartbeats from when they were sent.
         self._deadline = LeaseDeadline()
-        self._deadline.update(time.monotonic(), lease.lease_remaining_seconds)
+        measured_from = time.monotonic() if granted_at is None else granted_at
+        self._deadline.update(measured_from, lease.lease_remaining_seconds)
         self._expired_locally = False
         #: Adds the task and attempt ids to every record a handler logs through it.
         self.log = _TaskLogger(

@@ -235,10 +235,25 @@ class Lease(WireModel):
     deadline_at: dt.datetime | None = None
     #: Seconds to the lease's end as the server saw it: the local deadline's measure.
     lease_remaining_seconds: float | None = None
+    #: Started with the lease (worker protocol 3): RUNNING already, run it without a start call.
+    #: Servers before protocol 3 never send it.
+    started: bool = False
 
 
 class LeaseBatch(WireModel):
     leases: list[Lease] = Field(default_factory=list)
+    #: How long the server held the request before the claim that granted (None: an older
+    #: server, or no grants).
+    claimed_after_seconds: float | None = None
+
+    def measured_from(self, sent_at: float, received_at: float) -> float:
+        """The monotonic time this batch's leases count from: when the request was sent plus
+        the server's hold before claiming, never later than the answer's arrival. An answer
+        that sat in a paused worker's socket thus does not stretch its leases (older servers
+        say nothing: the arrival, as before)."""
+        if self.claimed_after_seconds is None:
+            return received_at
+        return min(sent_at + max(self.claimed_after_seconds, 0.0), received_at)
 
 
 class StartResponse(WireModel):

@@ -32,6 +32,7 @@ import httpx
 from . import _calls
 from ._attempt import AttemptRunner, RegisteredHandler, is_transient
 from ._heartbeat import Heartbeater
+from ._lease_ask import DEFAULT_LEASE_LINGER, MAX_LEASE_BATCH, LeaseAsk
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
@@ -45,9 +46,8 @@ log = logging.getLogger("orbit_sdk.worker")
 
 H = TypeVar("H", bound=Handler)
 
-#: The server's limits for one lease request.
+#: The server's limit for one lease request's long poll (its task limit: ``MAX_LEASE_BATCH``).
 MAX_LEASE_WAIT = 60
-MAX_LEASE_BATCH = 100
 
 
 class Worker:
@@ -64,6 +64,10 @@ class Worker:
     for at most ``batch_linger`` seconds (``None``: one call per attempt, protocol 1).
     ``report_timeout`` bounds how long an outcome is re-sent while the server cannot be
     reached (it keeps the lease renewed meanwhile); after it the server's lease rules decide.
+    With ``lease_with_start`` the server starts grants of ``safe`` handlers with the lease
+    (worker protocol 3; no start call); unsafe handlers are started by a call. While attempts
+    are held, a lease request waits up to ``lease_linger`` seconds for half the slots to be
+    free, so a busy worker asks for several tasks at once (``_lease_ask``).
     """
 
     def __init__(
@@ -85,11 +89,15 @@ class Worker:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         batch_linger: float | None = DEFAULT_LINGER,
+        lease_with_start: bool = True,
+        lease_linger: float = DEFAULT_LEASE_LINGER,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not 0 <= lease_wait_seconds <= MAX_LEASE_WAIT:
             raise ValueError(f"lease_wait_seconds must be within 0..{MAX_LEASE_WAIT}")
+        if lease_linger < 0:
+            raise ValueError("lease_linger must be at least 0 seconds")
         self.server = resolve_server(server)
         self.namespace = namespace
         self.queues = list(queues)
@@ -114,6 +122,9 @@ class Worker:
             limits=httpx.Limits(max_connections=concurrency + 8),
         )
         self._handlers: dict[str, RegisteredHandler] = {}
+        self._ask = LeaseAsk(
+            self._handlers, concurrency, linger=lease_linger, with_start=lease_with_start
+        )
         self._live = LiveSet()
         self._stopping = threading.Event()  # no new leases; drain
         self._abandon = threading.Event()  # drain_timeout passed: stop retrying reports
@@ -146,7 +157,8 @@ class Worker:
 
         ``safety="unsafe"`` declares the handler not idempotent. It is sent when an attempt
         starts and the server keeps the stricter of it and the task's own class: if the worker
-        is lost mid-run, the task goes to NEEDS_REVIEW instead of running again.
+        is lost mid-run, the task goes to NEEDS_REVIEW instead of running again. Safe handlers'
+        grants are started with the lease (``lease_with_start``), unsafe ones by a start call.
         """
         if safety not in ("safe", "unsafe"):
             raise ValueError("safety must be 'safe' or 'unsafe'")
@@ -388,7 +400,7 @@ class Worker:
     def _lease_loop(self) -> None:
         backoff = Backoff()
         while not self._stopping.is_set():
-            free = self._live.wait_for_free(self.concurrency, self._stopping.is_set)
+            free = self._ask.free_slots(self._live, self._stopping.is_set)
             if self._stopping.is_set():
                 return
             needs_session = self._session is None or self._session_stale
@@ -396,8 +408,12 @@ class Worker:
                 return
             assert self._session is not None
             call = _calls.lease(
-                self._session.id, min(free, MAX_LEASE_BATCH), self.lease_wait_seconds
+                self._session.id,
+                min(free, MAX_LEASE_BATCH),
+                self.lease_wait_seconds,
+                self._ask.start_handlers(),
             )
+            sent_at = time.monotonic()
             try:
                 batch = LeaseBatch.model_validate(self.send(call).json())
             except (Conflict, NotFound) as exc:
@@ -407,7 +423,12 @@ class Worker:
                 self._session_stale = True
                 backoff.sleep(self._stopping)
                 continue
-            except (Unauthorized, Forbidden, ValidationFailed) as exc:
+            except ValidationFailed as exc:
+                if self._ask.refused_start(exc):
+                    continue  # an older server: ask again without the start field
+                self._fatal(exc)
+                return
+            except (Unauthorized, Forbidden) as exc:
                 self._fatal(exc)
                 return
             except DispatchClosed as exc:  # a restore fence: wait for the operator's reopen
@@ -419,10 +440,12 @@ class Worker:
                 backoff.sleep(self._stopping)
                 continue
             backoff.reset()
+            granted_at = batch.measured_from(sent_at, time.monotonic())
             for lease in batch.leases:
-                self._accept(lease)
+                self._accept(lease, granted_at)
 
-    def _accept(self, lease: Lease) -> None:
-        self._runner.spawn(LiveAttempt(lease, TaskContext(lease, self.name)))
+    def _accept(self, lease: Lease, granted_at: float | None = None) -> None:
+        ctx = TaskContext(lease, self.name, granted_at=granted_at)
+        self._runner.spawn(LiveAttempt(lease, ctx))
 
     # --- one attempt ------------------------------------------------------------------------

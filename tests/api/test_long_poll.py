@@ -77,7 +77,7 @@ def test_an_idle_long_poll_runs_no_claim_per_poll_interval(api: Api) -> None:
         return leased, claims[0]
 
     leased, claims = asyncio.run(scenario())
-    assert leased == {"leases": []}
+    assert leased["leases"] == [] and leased["claimed_after_seconds"] is None
     assert claims <= 1, f"{claims} claim statements while idle"
 
 
@@ -97,6 +97,26 @@ def test_a_waiting_long_poll_gets_a_task_submitted_meanwhile(api: Api) -> None:
     assert [lease["task_id"] for lease in leased["leases"]] == [task_id]
 
 
+def test_a_grant_says_how_long_the_request_waited_before_its_claim(api: Api) -> None:
+    """The worker counts the lease from its sending plus this hold, not from the answer's
+    arrival (a paused worker's answer may sit in its socket past the lease's end)."""
+
+    async def scenario() -> Any:
+        session = await api.session()
+        poll = asyncio.create_task(
+            api.call(
+                "POST", f"/v1/worker-sessions/{session}/lease", {"max_tasks": 1, "wait_seconds": 10}
+            )
+        )
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(api.submit)
+        return await poll
+
+    leased = asyncio.run(scenario())
+    assert len(leased["leases"]) == 1
+    assert 0.4 <= leased["claimed_after_seconds"] < 10
+
+
 def test_grants_to_a_client_that_disconnected_are_handed_back(api: Api) -> None:
     """Defect 9: the grant used to stay LEASED until its lease lapsed, spending an attempt."""
 
@@ -110,7 +130,7 @@ def test_grants_to_a_client_that_disconnected_are_handed_back(api: Api) -> None:
         )
 
     task_id = api.submit()
-    assert asyncio.run(scenario()) == {"leases": []}
+    assert asyncio.run(scenario())["leases"] == []
     with api.engine.connect() as conn:
         task = conn.execute(sa.select(tasks).where(tasks.c.id == task_id)).one()
         [attempt] = conn.execute(
@@ -154,6 +174,7 @@ def test_metrics_expose_retries_and_unrunnable_tasks(api: Api) -> None:
     text = asyncio.run(scrape())
     assert f'orbit_tasks_unrunnable{{namespace="{api.namespace}",queue="default"}} 1.0' in text
     assert "# TYPE orbit_db_transaction_retries_total counter" in text
+    assert "# TYPE orbit_attempt_batch_fallbacks_total counter" in text
 
 
 def test_a_long_poll_gets_a_delayed_task_when_it_falls_due(api: Api) -> None:

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from orbit_store.db import run_transaction
 from orbit_store.pulse.model import QueuePolicy
 from orbit_store.pulse.queues import put_queue
-from orbit_store.schema import task_attempts
+from orbit_store.schema import task_attempts, worker_sessions
 
 from .conftest import Tenant, wait_until
 
@@ -92,3 +92,71 @@ def test_a_worker_paused_past_its_lease_writes_nothing_after_its_successor_began
     assert paused_attempt.outcome == "LAPSED" and paused_attempt.late_outcome is None, (
         "no report from the paused"
     )
+
+
+def test_a_grant_that_reaches_a_paused_worker_after_its_lease_ended_is_not_run(
+    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
+) -> None:
+    """The worker is paused while its long poll waits; the server grants (and starts) a task
+    and the answer sits in the socket past the lease's end. Counted from the answer's arrival
+    the lease would look fresh and the handler would run on a lapsed lease (the chaos run's
+    re-run after finish, seed 9127); counted from the request's sending plus the server's hold
+    (``claimed_after_seconds``) it is already over: nothing runs, the task runs again later."""
+    run_transaction(
+        mariadb_engine,
+        functools.partial(
+            put_queue,
+            namespace=tenant.namespace,
+            policy=QueuePolicy(name="paused", lease_seconds=LEASE_SECONDS),
+        ),
+    )
+    worker = tenant.start_worker(
+        ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES="paused", ORBIT_E2E_LEASE_WAIT="30"
+    )
+
+    def has_session() -> bool:
+        with mariadb_engine.connect() as conn:
+            query = sa.select(sa.func.count()).where(
+                worker_sessions.c.namespace == tenant.namespace
+            )
+            return bool(conn.execute(query).scalar_one())
+
+    wait_until(has_session, timeout=30)
+    time.sleep(1.0)  # its first long poll is waiting on the server
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        answer = httpx.post(
+            f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks",
+            json={
+                "queue": "paused",
+                "handler": "e2e.ledger",
+                "params": {"steps": 3, "pause": 0.05},
+                "retry": {"max_attempts": 3, "backoff_initial_seconds": 0.1},
+            },
+            headers=tenant.headers,
+        )
+        assert answer.status_code == 201, answer.text
+        task_id = answer.json()["id"]
+
+        def attempts() -> list[int]:
+            with mariadb_engine.connect() as conn:
+                query = sa.select(task_attempts.c.generation).where(
+                    task_attempts.c.task_id == task_id
+                )
+                return sorted(conn.execute(query).scalars())
+
+        granted = wait_until(attempts, timeout=10)[0]
+        time.sleep(LEASE_SECONDS + 1.5)  # the grant's answer waits in the paused worker
+    finally:
+        worker.send_signal(signal.SIGCONT)
+
+    def succeeded() -> bool:
+        url = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks/{task_id}"
+        return httpx.get(url, headers=tenant.headers).json()["state"] == "SUCCEEDED"
+
+    wait_until(succeeded, timeout=30)
+    effects = ledger(tmp_path)
+    assert [s for g, s, _ in effects if g == granted] == [], (
+        "the handler ran on a grant whose lease had ended while the worker was paused"
+    )
+    assert sorted(s for g, s, _ in effects if g > granted) == [0, 1, 2]

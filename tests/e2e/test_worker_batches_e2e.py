@@ -31,7 +31,11 @@ def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_p
             for i in range(TASKS)
         ]
         before = {call: _batched(tenant, call) for call in ("start", "complete")}
-        tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="10")
+        tenant.start_worker(
+            ORBIT_E2E_DIR=str(tmp_path),
+            ORBIT_E2E_CONCURRENCY="10",
+            ORBIT_E2E_LEASE_WITH_START="0",  # protocol 2: every grant started by a call
+        )
 
         def all_done() -> bool:
             tasks = [client.get(tenant.namespace, task_id) for task_id in ids]

@@ -14,8 +14,9 @@ worker = Worker(
     namespace=os.environ["ORBIT_NAMESPACE"],
     queues=os.environ.get("ORBIT_E2E_QUEUES", "default").split(","),
     concurrency=int(os.environ.get("ORBIT_E2E_CONCURRENCY", "4")),
-    lease_wait_seconds=2,
+    lease_wait_seconds=float(os.environ.get("ORBIT_E2E_LEASE_WAIT", "2")),
     drain_timeout=float(os.environ.get("ORBIT_E2E_DRAIN_TIMEOUT", "30")),
+    lease_with_start=os.environ.get("ORBIT_E2E_LEASE_WITH_START", "1") == "1",
 )
 RECORDS = Path(os.environ.get("ORBIT_E2E_DIR", "/tmp"))
 

@@ -16,7 +16,7 @@ from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._outcome import Report, report_for_exception, run_handler
 from orbit_sdk._transport import Call
 from orbit_sdk.errors import Unavailable
-from orbit_sdk.models import HeartbeatResult
+from orbit_sdk.models import HeartbeatResult, LeaseBatch
 
 from .test_models import LEASE
 
@@ -110,6 +110,49 @@ def test_a_handler_returning_after_its_deadline_is_not_reported_as_valid() -> No
     )
     runner.run(LiveAttempt(lease, TaskContext(lease, "w")))
     assert [c.path.rsplit("/", 1)[-1] for c in sent] == ["start"], "no completion was sent"
+
+
+def test_a_grant_counts_from_the_request_s_sending_plus_the_server_s_hold() -> None:
+    batch = LeaseBatch(leases=[], claimed_after_seconds=2.5)
+    assert batch.measured_from(sent_at=100.0, received_at=110.0) == 102.5
+
+
+def test_a_grant_never_counts_from_later_than_its_arrival() -> None:
+    batch = LeaseBatch(leases=[], claimed_after_seconds=9.0)  # clocks differ; arrival bounds it
+    assert batch.measured_from(sent_at=100.0, received_at=103.0) == 103.0
+
+
+def test_an_older_server_s_grant_counts_from_its_arrival() -> None:
+    assert LeaseBatch(leases=[]).measured_from(sent_at=100.0, received_at=104.0) == 104.0
+
+
+def test_a_grant_that_arrives_past_its_lease_s_end_is_lost_at_once_and_not_run() -> None:
+    """A paused worker's answer sat in the socket: the handler must not start, and a grant the
+    server did not start is handed back (``released``: nothing ran)."""
+    sent: list[Call] = []
+    ran: list[str] = []
+
+    def send(call: Call) -> httpx.Response:
+        sent.append(call)
+        return httpx.Response(200, json={"status": "applied", "task_state": "WAITING"})
+
+    def handler(ctx: TaskContext, params: object) -> object:
+        ran.append(ctx.task_id)
+        return "done"
+
+    lease = Lease.model_validate({**LEASE, "handler": "h", "lease_remaining_seconds": 3})
+    ctx = TaskContext(lease, "w", granted_at=time.monotonic() - 4)  # sent 4 s ago, paused
+    runner = AttemptRunner(
+        send=send,
+        handlers={"h": _registered(handler)},
+        live=LiveSet(),
+        stopping=threading.Event(),
+        abandon=threading.Event(),
+    )
+    runner.run(LiveAttempt(lease, ctx))
+    assert ran == [] and ctx.lease_lost
+    assert [c.path.rsplit("/", 1)[-1] for c in sent] == ["complete"]
+    assert sent[0].json["outcome"] == "released"
 
 
 def test_report_retries_end_after_the_report_timeout() -> None:

@@ -134,8 +134,13 @@ class PulseDriver:
         return ids
 
     def claim(
-        self, limit: int = 10, queues: list[str] | None = None, session_id: str | None = None
+        self,
+        limit: int = 10,
+        queues: list[str] | None = None,
+        session_id: str | None = None,
+        start_handlers: tuple[str, ...] = (),
     ) -> list[LeaseGrant]:
+        """Lease (``start_handlers``: a lease with start for those handlers' tasks)."""
         if session_id is None:
             session_id = (self._session or self.session()).id
         return self.tx(
@@ -145,6 +150,7 @@ class PulseDriver:
                 queues_=queues or ["default"],
                 limit=limit,
                 worker_session_id=session_id,
+                start_handlers=start_handlers,
             )
         )
 

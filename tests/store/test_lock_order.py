@@ -1,8 +1,10 @@
 """One lock order, kept by every transaction (issue 8, defect 5; orbit_store/pulse/__init__.py).
 
 Several processes run, at once and for a while, everything that takes locks in more than one
-place: multi-queue claims under namespace and queue quotas, completions that retry or release
-(and so hand permits to blocked tasks), manual retries, submissions with concurrency keys and
+place: multi-queue claims (half of them leases with start, and hand-backs of never-delivered
+grants) under namespace and queue quotas, completions that retry or release (and so hand permits
+to blocked tasks), batched starts and completions through the set path (overlapping: two
+processes send the same attempts at once), manual retries, submissions with concurrency keys and
 gates, quota changes (including declaring a quota, which adopts its scope), gate flips, cancels,
 the reaper and the promoter. If any two transactions took their locks in opposite orders they
 would deadlock; ``run_transaction`` counts every retry by reason, and the count must be zero.
@@ -14,6 +16,7 @@ import functools
 import json
 import multiprocessing
 import random
+import tempfile
 import time
 import traceback
 import uuid
@@ -28,7 +31,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import TRANSACTION_RETRIES, create_store_engine, run_transaction
 from orbit_store.errors import Conflict, InvalidRequest, QuotaExceeded
-from orbit_store.pulse import service
+from orbit_store.pulse import batches, service
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
@@ -40,6 +43,7 @@ from orbit_store.pulse.review import retry_task
 from orbit_store.pulse.sessions import register_session, revoke_session
 from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.unreceived import hand_back_unreceived
 from orbit_store.schema import tasks
 from orbit_store.verify import verify
 
@@ -89,6 +93,7 @@ def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
                 queues_=None,
                 limit=rng.randint(1, 10),
                 worker_session_id=session.id,
+                start_handlers=("h",) if rng.random() < 0.5 else (),  # lease with start
             ),
         )
         stats["granted"] += len(grants)
@@ -98,6 +103,9 @@ def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
             if roll < 0.02:
                 stats["abandoned"] += 1
                 continue  # its lease lapses: the reaper decides
+            if roll < 0.05 and grant.started:  # as if never delivered: the lease route's rule
+                tx(engine, stats, functools.partial(hand_back_unreceived, **ident))
+                continue
             if roll < 0.05:
                 outcome, extra = Outcome.RELEASED, {}
             else:
@@ -114,6 +122,56 @@ def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
                 stats,
                 functools.partial(complete_attempt, outcome=outcome, **ident, **extra),
             )
+        yield
+
+
+def _batcher(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    """Worker protocol 2: claims, then starts and completes whole batches (the set path). Each
+    batch also carries attempts the other batcher holds (so two processes start and complete
+    the same attempts at once) and older ones (stale, superseded, already finished)."""
+    shared = Path(tempfile.gettempdir()) / f"orbit-{ns}-grants.jsonl"
+    register = functools.partial(
+        register_session,
+        namespace=ns,
+        worker_name=f"b-{uuid.uuid4().hex[:6]}",
+        queues=list(QUEUES),
+        ttl_seconds=600,
+    )
+    session = run_transaction(engine, register)
+    while True:
+        grants = run_transaction(
+            engine,
+            functools.partial(
+                claim_tasks,
+                namespace=ns,
+                queues_=None,
+                limit=rng.randint(1, 10),
+                worker_session_id=session.id,
+            ),
+        )
+        stats["granted"] += len(grants)
+        mine = [[g.attempt_id, g.token] for g in grants]
+        with shared.open("a") as out:  # one short append: atomic between processes
+            out.write("".join(json.dumps(m) + "\n" for m in mine))
+        seen = [json.loads(line) for line in shared.read_text().splitlines()[-40:] if line]
+        items = dict(mine + rng.sample(seen, min(len(seen), 6)))
+        starts = [batches.StartItem(a, t) for a, t in items.items()]
+        tx(engine, stats, functools.partial(batches.start_attempts, namespace=ns, items=starts))
+        reports = []
+        for attempt_id, token in items.items():
+            roll = rng.random()
+            if roll < 0.05:
+                continue  # abandoned: its lease lapses
+            outcome = Outcome.SUCCEEDED if roll < 0.6 else Outcome.FAILED
+            reports.append(
+                batches.CompletionItem(attempt_id, token, outcome, {"r": 1}, None, roll < 0.85)
+            )
+        done = tx(
+            engine, stats, functools.partial(batches.complete_attempts, namespace=ns, items=reports)
+        )
+        stats["batch_applied"] += sum(
+            1 for r in (done or {}).values() if getattr(r, "status", None) == "applied"
+        )
         yield
 
 
@@ -240,6 +298,7 @@ def _engines(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
 
 ROLES: dict[str, Callable[..., Any]] = {
     "claimer": _claimer,
+    "batcher": _batcher,
     "submitter": _submitter,
     "retrier": _manual_retrier,
     "controller": _controller,
@@ -277,7 +336,8 @@ def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
             lambda c, n=name: put_queue(c, ns, QueuePolicy(**{**policy.__dict__, "name": n})),
         )
     run_transaction(engine, lambda c: put_quota(c, ns, QuotaSpec("all", max_running=8)))
-    roles = ["claimer", "claimer", "claimer", "submitter", "retrier", "controller", "engines"]
+    roles = ["claimer", "claimer", "batcher", "batcher", "submitter", "retrier", "controller"]
+    roles.append("engines")
     ctx = multiprocessing.get_context("spawn")
     stop_at = time.monotonic() + DURATION
     outs = [tmp_path / f"{n}-{role}.json" for n, role in enumerate(roles)]
@@ -289,6 +349,7 @@ def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
         proc.start()
     for proc in procs:
         proc.join(DURATION + 120)
+    (Path(tempfile.gettempdir()) / f"orbit-{ns}-grants.jsonl").unlink(missing_ok=True)
     results = [json.loads(out.read_text()) for out in outs]
     errors = [r["error"] for r in results if "error" in r]
     assert not errors, errors[0]
@@ -301,6 +362,7 @@ def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
     assert stats["granted"] > 100 and stats["retried"] and stats["quota_declared"], stats
     assert stats["gate_flips"] and stats["cancelled"] and stats["revoked"], stats
     assert stats["lapsed"] and not stats["item_errors"], stats
+    assert stats["batch_applied"] > 5, stats
     assert retries["deadlock"] == 0 and retries["lock_wait_timeout"] == 0, retries
     with engine.connect() as conn:
         report = verify(conn, ns)

@@ -1,7 +1,8 @@
 """Random operation sequences against the real store, checked against a small model (seed §2, §3).
 
-Hypothesis drives submit / claim / start / heartbeat / complete / cancel / review / clock / reap /
-session revoke through :class:`PulseDriver` and, after every step, checks invariants 2, 3, 4, 7:
+Hypothesis drives submit / claim (leases with start or not) / start / heartbeat / complete /
+cancel / review / clock / reap / session revoke through :class:`PulseDriver` and, after every
+step, checks invariants 2, 3, 4, 7:
 every task is in a seed state, reached by legal transitions only, with the state, version and
 current attempt the model expects and a clean ``verify``; a stale grant is refused by start,
 heartbeat and complete and changes nothing; task_events are append-only and a SUCCEEDED task never
@@ -250,16 +251,25 @@ class PulseMachine(RuleBasedStateMachine):
     # Claims run only while every WAITING task is certainly due (no backoff in flight), and each
     # task has its own priority: what a claim gets is certain and Hypothesis can replay a run.
     @precondition(lambda self: self._waiting() and not self._waiting(due=False))
-    @rule(target=grants, limit=st.integers(1, 3))
-    def claim(self, limit: int) -> Any:
+    @rule(target=grants, limit=st.integers(1, 3), with_start=st.booleans())
+    def claim(self, limit: int, with_start: bool) -> Any:
+        """``with_start``: a lease with start for the driver's handler — safe tasks come back
+        RUNNING (LEASED and RUNNING in one transaction), unsafe ones LEASED."""
         first = [t.id for t in sorted(self._waiting(), key=lambda t: t.priority)][:limit]
-        got = self.pulse.claim(limit=limit, session_id=self.session_id)
+        start_handlers = ("test.noop",) if with_start else ()
+        got = self.pulse.claim(
+            limit=limit, session_id=self.session_id, start_handlers=start_handlers
+        )
         assert [g.task_id for g in got] == first, (got, first)
         for grant in got:
             task = self.tasks[grant.task_id]
             task.state, task.version = S.LEASED, task.version + 1
             task.attempts_used += 1
-            assert grant.generation == grant.state_version == task.version  # the fencing number
+            assert grant.generation == task.version  # the fencing number: the grant's version
+            if with_start and task.safety is Safety.SAFE:
+                task.state, task.version = S.RUNNING, task.version + 1
+            assert grant.started is (task.state is S.RUNNING)
+            assert grant.state_version == task.version
             lease = Lease(grant, self.session_id, self.pulse.skew)
             task.current = self.leases[grant.attempt_id] = lease
         return multiple(*got)

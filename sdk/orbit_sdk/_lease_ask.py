@@ -1,0 +1,73 @@
+"""What a worker's next lease request asks for (issue 9): how many slots, and which handlers'
+grants the server should start with the lease.
+
+**Lease with start** (worker protocol 3): the request names the registered handlers declared
+``safe`` in ``start_handlers``; the server starts their grants in the claim transaction and
+answers them ``started`` (only tasks whose own class is safe too), so the attempt runs without
+a start call (one round trip and one server transaction less per task). Unsafe handlers keep the
+start call: a grant that never reached this worker must not count as having run. A server before
+protocol 3 refuses the unknown field (422 naming ``start_handlers``): the worker notices once,
+asks without it from then on, and starts every grant with a call — each grant's own ``started``
+flag decides.
+
+**Fuller requests**: under load slots free one at a time, and asking for one task per request
+costs a claim transaction and a request per task. So while attempts are held the worker waits
+up to ``linger`` seconds for half its slots to be free before it asks; an idle worker (nothing
+held) asks at once, so idle dispatch latency is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._live import LiveSet
+from .errors import ValidationFailed
+
+log = logging.getLogger("orbit_sdk.worker")
+
+#: The server's limit of tasks per lease request.
+MAX_LEASE_BATCH = 100
+DEFAULT_LEASE_LINGER = 0.01
+START_FIELD = "start_handlers"
+
+
+class LeaseAsk:
+    """Shapes the lease requests of one worker (``handlers``: name → registered handler with a
+    ``safety``, shared with the worker so ``serve_only`` is seen)."""
+
+    def __init__(
+        self,
+        handlers: Mapping[str, Any],
+        concurrency: int,
+        *,
+        linger: float = DEFAULT_LEASE_LINGER,
+        with_start: bool = True,
+    ) -> None:
+        self.handlers = handlers
+        self.concurrency = concurrency
+        self.linger = linger
+        self.with_start = with_start  # False: off, or the server predates protocol 3
+        #: Slots worth waiting for under load: half of them, at least one.
+        self.want = max(1, (concurrency + 1) // 2)
+
+    def start_handlers(self) -> list[str] | None:
+        """The safe handlers whose grants the server may start (None: ask for leases only)."""
+        if not self.with_start:
+            return None
+        safe = sorted(name for name, h in self.handlers.items() if h.safety == "safe")
+        return safe or None
+
+    def free_slots(self, live: LiveSet, done: Callable[[], bool]) -> int:
+        """Block until a slot is free, then briefly for a fuller batch; how many to ask for."""
+        free = live.wait_for_free(self.concurrency, done, want=self.want, linger=self.linger)
+        return min(free, MAX_LEASE_BATCH)
+
+    def refused_start(self, exc: ValidationFailed) -> bool:
+        """True if ``exc`` refused the start field (an older server): leases only from now."""
+        if not self.with_start or not any(f.startswith(START_FIELD) for f, _ in exc.fields):
+            return False
+        log.info("server has no lease with start (worker protocol 3); starting with calls")
+        self.with_start = False
+        return True

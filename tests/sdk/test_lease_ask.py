@@ -1,0 +1,182 @@
+"""What a worker's lease requests ask for (issue 9): safe handlers' grants started with the lease
+(worker protocol 3; no start call), unsafe ones started by a call, an older server noticed once,
+and a busy worker asking for several slots at once while an idle one asks at once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx
+
+from orbit_sdk import Lease, TaskContext, Worker, _calls
+from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
+from orbit_sdk._lease_ask import LeaseAsk
+from orbit_sdk._live import LiveAttempt, LiveSet
+from orbit_sdk._transport import Call
+from orbit_sdk.errors import ValidationFailed
+from orbit_sdk.models import Problem
+
+from .conftest import problem
+from .test_models import LEASE, SESSION
+
+
+def _noop(ctx: TaskContext, params: object) -> object:
+    return None
+
+
+HANDLERS = {
+    "shop.echo": RegisteredHandler(_noop, "safe"),
+    "shop.charge": RegisteredHandler(_noop, "unsafe"),
+}
+
+#: What a server before protocol 3 answers a lease request naming ``start_handlers``.
+OLD_SERVER_REFUSAL = [
+    {"loc": ["body", "start_handlers"], "msg": "Extra inputs are not permitted", "type": "x"}
+]
+
+
+def _held(live: LiveSet, n: int) -> list[str]:
+    ids = [f"a{i}" for i in range(n)]
+    for attempt_id in ids:
+        lease = Lease.model_validate({**LEASE, "attempt_id": attempt_id})
+        live.add(LiveAttempt(lease, TaskContext(lease, "w")))
+    return ids
+
+
+def _ask_in_thread(ask: LeaseAsk, live: LiveSet) -> tuple[threading.Thread, list[int]]:
+    asked: list[int] = []
+    thread = threading.Thread(target=lambda: asked.append(ask.free_slots(live, lambda: False)))
+    thread.start()
+    return thread, asked
+
+
+# --- start handlers ---------------------------------------------------------------------------
+
+
+def test_only_safe_handlers_are_named_for_start_with_the_lease() -> None:
+    assert LeaseAsk(HANDLERS, 4).start_handlers() == ["shop.echo"]
+
+
+def test_a_worker_with_lease_with_start_off_names_none() -> None:
+    assert LeaseAsk(HANDLERS, 4, with_start=False).start_handlers() is None
+
+
+def test_the_lease_call_sends_start_handlers_only_when_there_are_any() -> None:
+    assert _calls.lease("s1", 2, 5, ["shop.echo"]).json["start_handlers"] == ["shop.echo"]
+    assert "start_handlers" not in _calls.lease("s1", 2, 5, None).json
+
+
+def test_a_refusal_naming_start_handlers_switches_it_off_for_good() -> None:
+    ask = LeaseAsk(HANDLERS, 4)
+    refusal = ValidationFailed(Problem(status=422, errors=OLD_SERVER_REFUSAL))
+    assert ask.refused_start(refusal)
+    assert ask.start_handlers() is None
+    assert not ask.refused_start(refusal), "a second refusal is a real error"
+
+
+def test_a_refusal_naming_another_field_is_not_taken_for_an_old_server() -> None:
+    ask = LeaseAsk(HANDLERS, 4)
+    other = [{"loc": ["body", "max_tasks"], "msg": "too large", "type": "x"}]
+    assert not ask.refused_start(ValidationFailed(Problem(status=422, errors=other)))
+    assert ask.start_handlers() == ["shop.echo"]
+
+
+def test_a_grant_started_with_the_lease_runs_without_a_start_call() -> None:
+    sent: list[Call] = []
+
+    def send(call: Call) -> httpx.Response:
+        sent.append(call)
+        return httpx.Response(200, json={"status": "applied", "task_state": "SUCCEEDED"})
+
+    runner = AttemptRunner(
+        send=send,
+        handlers={"shop.echo": HANDLERS["shop.echo"]},
+        live=LiveSet(),
+        stopping=threading.Event(),
+        abandon=threading.Event(),
+    )
+    lease = Lease.model_validate({**LEASE, "handler": "shop.echo", "started": True})
+    runner.run(LiveAttempt(lease, TaskContext(lease, "w")))
+    assert [c.path.rsplit("/", 1)[-1] for c in sent] == ["complete"]
+
+
+def test_a_new_worker_falls_back_to_start_calls_against_an_older_server() -> None:
+    """Protocol negotiation: the old server refuses the field once (422), the worker leases
+    without it from then on and starts its grant with a call, as protocol 2 did."""
+    bodies: dict[str, list[Any]] = {"lease": [], "start": [], "complete": []}
+    granted = threading.Event()
+    done = threading.Event()
+
+    def old_server(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        if path == "/v1/worker-sessions":
+            return httpx.Response(201, json=SESSION)
+        if path.endswith("/lease"):
+            bodies["lease"].append(body)
+            if "start_handlers" in body:
+                return problem(422, "validation", errors=OLD_SERVER_REFUSAL)
+            if granted.is_set():
+                done.wait(2)
+                return httpx.Response(200, json={"leases": []})
+            granted.set()
+            return httpx.Response(200, json={"leases": [{**LEASE, "handler": "shop.echo"}]})
+        if path.endswith("/start"):
+            bodies["start"].append(body)
+            return httpx.Response(200, json={"started": True, "lease_remaining_seconds": 30})
+        if path.endswith("/complete"):
+            bodies["complete"].append(body)
+            done.set()
+            return httpx.Response(200, json={"status": "applied", "task_state": "SUCCEEDED"})
+        return httpx.Response(200, json={"results": []})
+
+    worker = Worker(
+        "http://orbit.test",
+        namespace="shop",
+        transport=httpx.MockTransport(old_server),
+        batch_linger=None,
+        lease_wait_seconds=1,
+    )
+    worker.register("shop.echo", _noop)
+    worker.run_in_thread()
+    try:
+        assert done.wait(10), "the task was never reported"
+    finally:
+        worker.stop()
+    assert bodies["lease"][0]["start_handlers"] == ["shop.echo"]
+    assert all("start_handlers" not in b for b in bodies["lease"][1:])
+    assert len(bodies["start"]) == 1 and bodies["complete"][0]["outcome"] == "succeeded"
+
+
+# --- how many slots to ask for ----------------------------------------------------------------
+
+
+def test_an_idle_worker_asks_for_every_slot_at_once() -> None:
+    ask = LeaseAsk(HANDLERS, 8, linger=60)
+    thread, asked = _ask_in_thread(ask, LiveSet())
+    thread.join(10)
+    assert asked == [8], "an idle worker must not wait out the linger"
+
+
+def test_a_busy_worker_waits_for_half_its_slots_before_asking() -> None:
+    live = LiveSet()
+    ids = _held(live, 8)
+    thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=60), live)
+    live.remove(ids[0])
+    thread.join(0.2)
+    assert thread.is_alive() and asked == [], "one free slot of eight: it waits for more"
+    for attempt_id in ids[1:4]:
+        live.remove(attempt_id)
+    thread.join(10)
+    assert asked == [4]
+
+
+def test_a_busy_worker_asks_for_what_is_free_once_the_linger_passed() -> None:
+    live = LiveSet()
+    ids = _held(live, 8)
+    live.remove(ids[0])
+    thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=0.05), live)
+    thread.join(10)
+    assert asked == [1]
