@@ -193,6 +193,16 @@ class Running:
 RUNNING = Running()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n`` (xdist, ``--dist loadgroup``) the operator tests run on one process,
+    one after another: the emulator and the operator are shared by them and stopped when the
+    run leaves this directory (below)."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.parent == here:
+            item.add_marker(pytest.mark.xdist_group("operator"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if nextitem is None or nextitem.path.parent != item.path.parent:
