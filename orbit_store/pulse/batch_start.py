@@ -44,6 +44,7 @@ from .batch_read import (
     split_by_token,
 )
 from .model import AttemptState, Safety, StartRefusal, StartResult, TaskState
+from .start import answer_before_start
 
 if TYPE_CHECKING:
     from .batches import StartItem
@@ -95,19 +96,12 @@ def start_set(
 def _judge(
     attempt: sa.Row[Any], task: sa.Row[Any], session_live: bool, gate_open: bool, now: dt.datetime
 ) -> StartResult | str | None:
-    """``start_attempt``'s decision for one item, in its order: an answer, :data:`PER_ITEM`,
-    or None (start it on the set path)."""
-    if task.current_attempt_id != attempt.id:
-        return StartResult(False, StartRefusal.STALE_ATTEMPT)
-    if task.state == TaskState.RUNNING.value:
-        return StartResult(
-            True,
-            lease_expires_at=attempt.lease_expires_at,
-            already_started=True,
-            lease_remaining_seconds=(attempt.lease_expires_at - now).total_seconds(),
-        )
-    if not session_live:  # ending a session ended its leases (the reaper settles the task)
-        return StartResult(False, StartRefusal.LEASE_EXPIRED)
+    """``start_attempt``'s decision for one item, in its order (its answers without a write
+    are the same function's): an answer, :data:`PER_ITEM`, or None (start it on the set
+    path)."""
+    answer = answer_before_start(task, attempt.id, attempt.lease_expires_at, session_live, now)
+    if answer is not None:
+        return answer
     if task.cancel_requested or not gate_open or task.state != TaskState.LEASED.value:
         return PER_ITEM  # a write of its own: cancelled or handed back
     if attempt.lease_expires_at <= now:

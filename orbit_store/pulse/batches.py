@@ -31,6 +31,7 @@ again (every item is idempotent: a start answers ``already_started``, a completi
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -110,18 +111,8 @@ def start_attempts(
             handler_safety=item.handler_safety,
         )
 
-    by_id = _checked(items)
-    with deferred(conn, namespace) as record:
-        if not set_based:
-            return _each(conn, record, by_id, sorted(by_id), start)
-        return _set_then_each(
-            conn,
-            record,
-            "start",
-            by_id,
-            lambda: start_set(conn, namespace, list(by_id.values())),
-            start,
-        )
+    set_path = functools.partial(start_set, conn, namespace) if set_based else None
+    return _apply(conn, namespace, "start", items, set_path, start)
 
 
 def complete_attempts(
@@ -146,17 +137,26 @@ def complete_attempts(
             retryable=item.retryable,
         )
 
+    set_path = functools.partial(complete_set, conn, namespace) if set_based else None
+    return _apply(conn, namespace, "complete", items, set_path, complete)
+
+
+def _apply(
+    conn: sa.Connection,
+    namespace: str,
+    kind: str,
+    items: Sequence[Item],
+    set_path: Callable[[list[Item]], tuple[dict[str, R], list[str]]] | None,
+    apply: Callable[[Item], R],
+) -> dict[str, R | ItemRefused]:
+    """A batch of ``kind``: checked, then the set path (None: off) and the items it left, or
+    every item on its own; permits and quota counters settled once at the end (``deferred``)."""
     by_id = _checked(items)
     with deferred(conn, namespace) as record:
-        if not set_based:
-            return _each(conn, record, by_id, sorted(by_id), complete)
+        if set_path is None:
+            return _each(conn, record, by_id, sorted(by_id), apply)
         return _set_then_each(
-            conn,
-            record,
-            "complete",
-            by_id,
-            lambda: complete_set(conn, namespace, list(by_id.values())),
-            complete,
+            conn, record, kind, by_id, lambda: set_path(list(by_id.values())), apply
         )
 
 

@@ -10,6 +10,7 @@ that commits first wins, one that comes later waits for this start and then appl
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -17,12 +18,12 @@ from orbit_store.clock import db_now
 from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
 
-from .attempts import find_attempt, finish_attempt, token_matches
+from .attempts import find_attempt, token_matches
 from .gates import gate_is_open
-from .model import AttemptOutcome, AttemptState, Safety, StartRefusal, StartResult, TaskState
+from .model import AttemptState, Safety, StartRefusal, StartResult, TaskState
 from .outages import extend_lease_after_outage
 from .sessions import session_is_live
-from .transitions import hand_back, lock_task, transition
+from .transitions import cancel_unstarted, hand_back, lock_task, transition
 
 
 def start_attempt(
@@ -50,31 +51,11 @@ def start_attempt(
     task = lock_task(conn, namespace, found.task_id)
     assert task is not None
     now = db_now(conn)
-    if task.current_attempt_id != attempt_id:
-        return StartResult(False, StartRefusal.STALE_ATTEMPT)
-    # Under the task lock a current attempt is in the task's state: every path that ends or
-    # starts an attempt holds that lock, so the attempt row need not be read again.
-    if task.state == TaskState.RUNNING.value:
-        return StartResult(
-            True,
-            lease_expires_at=found.lease_expires_at,
-            already_started=True,
-            lease_remaining_seconds=(found.lease_expires_at - now).total_seconds(),
-        )
-    if not session_live:  # ending a session ended its leases (the reaper settles the task)
-        return StartResult(False, StartRefusal.LEASE_EXPIRED)
+    answer = answer_before_start(task, attempt_id, found.lease_expires_at, session_live, now)
+    if answer is not None:
+        return answer
     if task.cancel_requested:
-        finish_attempt(
-            conn, attempt_id, AttemptOutcome.CANCELLED, now=now, reason="cancel requested"
-        )
-        transition(
-            conn,
-            task,
-            TaskState.CANCELLED,
-            now=now,
-            reason="cancelled before start",
-            attempt_id=attempt_id,
-        )
+        cancel_unstarted(conn, task, attempt_id, now=now, attempt_reason="cancel requested")
         return StartResult(False, StartRefusal.CANCEL_REQUESTED)
     if not gate_open:
         # Hand the task back at once rather than letting the lease run out.
@@ -112,3 +93,29 @@ def start_attempt(
     return StartResult(
         True, lease_expires_at=expires, lease_remaining_seconds=float(task.lease_seconds)
     )
+
+
+def answer_before_start(
+    task: sa.Row[Any],
+    attempt_id: str,
+    lease_expires_at: dt.datetime,
+    session_live: bool,
+    now: dt.datetime,
+) -> StartResult | None:
+    """The answers a start gets without writing anything, in ``start_attempt``'s order (the
+    set path, ``batch_start``, judges each item by the same function): superseded, already
+    started, or its session ended. ``task`` is locked; None: go on with the start."""
+    if task.current_attempt_id != attempt_id:
+        return StartResult(False, StartRefusal.STALE_ATTEMPT)
+    # Under the task lock a current attempt is in the task's state: every path that ends or
+    # starts an attempt holds that lock, so the attempt row need not be read again.
+    if task.state == TaskState.RUNNING.value:
+        return StartResult(
+            True,
+            lease_expires_at=lease_expires_at,
+            already_started=True,
+            lease_remaining_seconds=(lease_expires_at - now).total_seconds(),
+        )
+    if not session_live:  # ending a session ended its leases (the reaper settles the task)
+        return StartResult(False, StartRefusal.LEASE_EXPIRED)
+    return None

@@ -218,3 +218,24 @@ def hand_back(
         available_at=now,
         attempts_used=task.attempts_used - 1,
     )
+
+
+def cancel_unstarted(
+    conn: sa.Connection,
+    task: sa.Row[Any],
+    attempt_id: str,
+    *,
+    now: dt.datetime,
+    attempt_reason: str,
+) -> None:
+    """Settle a grant whose task's cancel was requested before its handler ran: the attempt
+    CANCELLED (``attempt_reason``), the task CANCELLED. A start and a hand-back both end so."""
+    finish_attempt(conn, attempt_id, AttemptOutcome.CANCELLED, now=now, reason=attempt_reason)
+    transition(
+        conn,
+        task,
+        TaskState.CANCELLED,
+        now=now,
+        reason="cancelled before start",
+        attempt_id=attempt_id,
+    )

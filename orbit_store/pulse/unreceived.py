@@ -16,10 +16,10 @@ import sqlalchemy as sa
 
 from orbit_store.fencing import is_fenced
 
-from .attempts import find_attempt, finish_attempt, token_matches
+from .attempts import find_attempt, token_matches
 from .gates import gate_is_open
-from .model import AttemptOutcome, TaskState
-from .transitions import hand_back, lock_task_now, transition
+from .model import TaskState
+from .transitions import cancel_unstarted, hand_back, lock_task_now
 
 REASON = "handed back: the lease request's client had disconnected"
 
@@ -42,15 +42,7 @@ def hand_back_unreceived(
     if task.current_attempt_id != attempt_id or task.state not in live:
         return None
     if task.cancel_requested:
-        finish_attempt(conn, attempt_id, AttemptOutcome.CANCELLED, now=now, reason=REASON)
-        transition(
-            conn,
-            task,
-            TaskState.CANCELLED,
-            now=now,
-            reason="cancelled before start",
-            attempt_id=attempt_id,
-        )
+        cancel_unstarted(conn, task, attempt_id, now=now, attempt_reason=REASON)
         return TaskState.CANCELLED
     hand_back(conn, task, attempt_id, now=now, reason=REASON, gate_open=gate_open)
     return TaskState.WAITING
