@@ -81,7 +81,11 @@ def test_an_idle_long_poll_runs_no_claim_per_poll_interval(api: Api) -> None:
     assert claims <= 1, f"{claims} claim statements while idle"
 
 
-def test_a_waiting_long_poll_gets_a_task_submitted_meanwhile(api: Api) -> None:
+def _lease_while_submitting(api: Api, submit_after: float) -> tuple[str, Any]:
+    """A long poll (10 s) that waits; ``submit_after`` seconds into it a task is submitted
+    directly to the store (as through another replica: found by the probe). The task's id and
+    the lease answer."""
+
     async def scenario() -> Any:
         session = await api.session()
         poll = asyncio.create_task(
@@ -89,30 +93,23 @@ def test_a_waiting_long_poll_gets_a_task_submitted_meanwhile(api: Api) -> None:
                 "POST", f"/v1/worker-sessions/{session}/lease", {"max_tasks": 1, "wait_seconds": 10}
             )
         )
-        await asyncio.sleep(0.3)
-        task_id = await asyncio.to_thread(api.submit)  # another replica: found by the probe
+        await asyncio.sleep(submit_after)
+        task_id = await asyncio.to_thread(api.submit)
         return task_id, await poll
 
-    task_id, leased = asyncio.run(scenario())
+    answer: tuple[str, Any] = asyncio.run(scenario())
+    return answer
+
+
+def test_a_waiting_long_poll_gets_a_task_submitted_meanwhile(api: Api) -> None:
+    task_id, leased = _lease_while_submitting(api, submit_after=0.3)
     assert [lease["task_id"] for lease in leased["leases"]] == [task_id]
 
 
 def test_a_grant_says_how_long_the_request_waited_before_its_claim(api: Api) -> None:
     """The worker counts the lease from its sending plus this hold, not from the answer's
     arrival (a paused worker's answer may sit in its socket past the lease's end)."""
-
-    async def scenario() -> Any:
-        session = await api.session()
-        poll = asyncio.create_task(
-            api.call(
-                "POST", f"/v1/worker-sessions/{session}/lease", {"max_tasks": 1, "wait_seconds": 10}
-            )
-        )
-        await asyncio.sleep(0.5)
-        await asyncio.to_thread(api.submit)
-        return await poll
-
-    leased = asyncio.run(scenario())
+    _, leased = _lease_while_submitting(api, submit_after=0.5)
     assert len(leased["leases"]) == 1
     assert 0.4 <= leased["claimed_after_seconds"] < 10
 

@@ -23,6 +23,8 @@ import sqlalchemy as sa
 
 from orbit_store.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.pulse.model import QueuePolicy
+from orbit_store.pulse.queues import put_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
@@ -187,6 +189,15 @@ def make_tenant(server: Server, engine: sa.Engine, roles: list[str]) -> Tenant:
         engine, functools.partial(create_token, namespace=namespace, name="e2e", roles=roles)
     )
     return Tenant(namespace, issued.token, server)
+
+
+def short_lease_queue(
+    engine: sa.Engine, tenant: Tenant, name: str = "short", lease_seconds: int = 2
+) -> str:
+    """Declare queue ``name`` in the tenant's namespace with a short lease; its name."""
+    policy = QueuePolicy(name=name, lease_seconds=lease_seconds)
+    run_transaction(engine, functools.partial(put_queue, namespace=tenant.namespace, policy=policy))
+    return name
 
 
 @pytest.fixture

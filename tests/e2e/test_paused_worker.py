@@ -6,7 +6,6 @@ invariant 3: a superseded attempt's effects must not land after its successor's 
 
 from __future__ import annotations
 
-import functools
 import signal
 import time
 from pathlib import Path
@@ -15,12 +14,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.db import run_transaction
-from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.queues import put_queue
 from orbit_store.schema import task_attempts, worker_sessions
 
-from .conftest import Tenant, wait_until
+from .conftest import Tenant, short_lease_queue, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -34,29 +30,32 @@ def ledger(directory: Path) -> list[tuple[int, int, float]]:
     return [(int(g), int(s), float(t)) for _, g, s, t in (r.split(":") for r in rows)]
 
 
-def test_a_worker_paused_past_its_lease_writes_nothing_after_its_successor_began(
-    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
-) -> None:
-    run_transaction(
-        mariadb_engine,
-        functools.partial(
-            put_queue,
-            namespace=tenant.namespace,
-            policy=QueuePolicy(name="paused", lease_seconds=LEASE_SECONDS),
-        ),
-    )
+def submit_ledger(tenant: Tenant, *, steps: int, pause: float) -> str:
+    """A task of the ``e2e.ledger`` handler on the short-lease queue, retried (safe); its id."""
     answer = httpx.post(
         f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks",
         json={
             "queue": "paused",
             "handler": "e2e.ledger",
-            "params": {"steps": 25, "pause": 0.2},
+            "params": {"steps": steps, "pause": pause},
             "retry": {"max_attempts": 3, "backoff_initial_seconds": 0.1},
         },
         headers=tenant.headers,
     )
     assert answer.status_code == 201, answer.text
-    task_id = answer.json()["id"]
+    return str(answer.json()["id"])
+
+
+def task_state(tenant: Tenant, task_id: str) -> str:
+    url = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks/{task_id}"
+    return str(httpx.get(url, headers=tenant.headers).json()["state"])
+
+
+def test_a_worker_paused_past_its_lease_writes_nothing_after_its_successor_began(
+    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
+) -> None:
+    short_lease_queue(mariadb_engine, tenant, "paused", LEASE_SECONDS)
+    task_id = submit_ledger(tenant, steps=25, pause=0.2)
     paused = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES="paused")
     wait_until(lambda: len(ledger(tmp_path)) >= 3, timeout=30)
     paused.send_signal(signal.SIGSTOP)
@@ -68,11 +67,7 @@ def test_a_worker_paused_past_its_lease_writes_nothing_after_its_successor_began
     finally:
         paused.send_signal(signal.SIGCONT)
 
-    def succeeded() -> bool:
-        url = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks/{task_id}"
-        return httpx.get(url, headers=tenant.headers).json()["state"] == "SUCCEEDED"
-
-    wait_until(succeeded, timeout=30)
+    wait_until(lambda: task_state(tenant, task_id) == "SUCCEEDED", timeout=30)
     time.sleep(1.0)  # the resumed worker has had every chance to write and to report
     effects = ledger(tmp_path)
     successor = min(g for g, _, _ in effects if g > first)
@@ -102,14 +97,7 @@ def test_a_grant_that_reaches_a_paused_worker_after_its_lease_ended_is_not_run(
     the lease would look fresh and the handler would run on a lapsed lease (the chaos run's
     re-run after finish, seed 9127); counted from the request's sending plus the server's hold
     (``claimed_after_seconds``) it is already over: nothing runs, the task runs again later."""
-    run_transaction(
-        mariadb_engine,
-        functools.partial(
-            put_queue,
-            namespace=tenant.namespace,
-            policy=QueuePolicy(name="paused", lease_seconds=LEASE_SECONDS),
-        ),
-    )
+    short_lease_queue(mariadb_engine, tenant, "paused", LEASE_SECONDS)
     worker = tenant.start_worker(
         ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_QUEUES="paused", ORBIT_E2E_LEASE_WAIT="30"
     )
@@ -125,18 +113,7 @@ def test_a_grant_that_reaches_a_paused_worker_after_its_lease_ended_is_not_run(
     time.sleep(1.0)  # its first long poll is waiting on the server
     worker.send_signal(signal.SIGSTOP)
     try:
-        answer = httpx.post(
-            f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks",
-            json={
-                "queue": "paused",
-                "handler": "e2e.ledger",
-                "params": {"steps": 3, "pause": 0.05},
-                "retry": {"max_attempts": 3, "backoff_initial_seconds": 0.1},
-            },
-            headers=tenant.headers,
-        )
-        assert answer.status_code == 201, answer.text
-        task_id = answer.json()["id"]
+        task_id = submit_ledger(tenant, steps=3, pause=0.05)
 
         def attempts() -> list[int]:
             with mariadb_engine.connect() as conn:
@@ -150,11 +127,7 @@ def test_a_grant_that_reaches_a_paused_worker_after_its_lease_ended_is_not_run(
     finally:
         worker.send_signal(signal.SIGCONT)
 
-    def succeeded() -> bool:
-        url = f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/tasks/{task_id}"
-        return httpx.get(url, headers=tenant.headers).json()["state"] == "SUCCEEDED"
-
-    wait_until(succeeded, timeout=30)
+    wait_until(lambda: task_state(tenant, task_id) == "SUCCEEDED", timeout=30)
     effects = ledger(tmp_path)
     assert [s for g, s, _ in effects if g == granted] == [], (
         "the handler ran on a grant whose lease had ended while the worker was paused"

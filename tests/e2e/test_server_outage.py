@@ -8,7 +8,6 @@ only when its worker is truly lost). Real `orbit server` and `orbit worker` subp
 
 from __future__ import annotations
 
-import functools
 import signal
 import time
 import urllib.parse
@@ -18,11 +17,17 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.db import create_store_engine, run_transaction
-from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.queues import put_queue
+from orbit_store.db import create_store_engine
 
-from .conftest import Server, Tenant, make_tenant, start_server, stop_server, wait_until
+from .conftest import (
+    Server,
+    Tenant,
+    make_tenant,
+    short_lease_queue,
+    start_server,
+    stop_server,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -54,14 +59,7 @@ def test_work_finished_during_a_server_outage_longer_than_a_lease_is_accepted_af
 ) -> None:
     server, engine = own_server
     tenant: Tenant = make_tenant(server, engine, ["submit", "work", "review"])
-    run_transaction(
-        engine,
-        functools.partial(
-            put_queue,
-            namespace=tenant.namespace,
-            policy=QueuePolicy(name="default", lease_seconds=LEASE_SECONDS),
-        ),
-    )
+    short_lease_queue(engine, tenant, "default", LEASE_SECONDS)
     submitted: list[str] = []
     for i in range(8):
         handler, safety = ("e2e.slow", "safe") if i % 2 == 0 else ("e2e.charge", "unsafe")

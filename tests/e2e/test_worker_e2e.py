@@ -3,7 +3,6 @@ and real worker subprocesses (ORBIT.md §6, seed invariants 3, 6, 7)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import threading
@@ -16,11 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_sdk import Client, Worker
-from orbit_store.db import run_transaction
-from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.queues import put_queue
 
-from .conftest import Tenant, wait_until
+from .conftest import Tenant, short_lease_queue, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -28,16 +24,6 @@ pytestmark = pytest.mark.slow
 def lines(directory: Path, name: str) -> list[str]:
     path = directory / name
     return path.read_text().split() if path.exists() else []
-
-
-def short_lease_queue(engine: sa.Engine, tenant: Tenant, name: str = "short") -> str:
-    run_transaction(
-        engine,
-        functools.partial(
-            put_queue, namespace=tenant.namespace, policy=QueuePolicy(name=name, lease_seconds=2)
-        ),
-    )
-    return name
 
 
 def test_a_submitted_task_is_leased_run_and_succeeds(tenant: Tenant, tmp_path: Path) -> None:

@@ -63,16 +63,21 @@ def tx(engine: sa.Engine, stats: Counter[str], work: Callable[[sa.Connection], A
         return None
 
 
-def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
-    """Claims from every queue; runs, fails (retries), releases or abandons what it gets, and
-    now and then has its session revoked (as when its pod is deleted) and registers again."""
-    register = functools.partial(
+def _registration(ns: str, prefix: str) -> Callable[[sa.Connection], Any]:
+    """A worker session on every queue, named ``prefix-…`` (called again after a revoke)."""
+    return functools.partial(
         register_session,
         namespace=ns,
-        worker_name=f"w-{uuid.uuid4().hex[:6]}",
+        worker_name=f"{prefix}-{uuid.uuid4().hex[:6]}",
         queues=list(QUEUES),
         ttl_seconds=600,
     )
+
+
+def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    """Claims from every queue; runs, fails (retries), releases or abandons what it gets, and
+    now and then has its session revoked (as when its pod is deleted) and registers again."""
+    register = _registration(ns, "w")
     session = run_transaction(engine, register)
     while True:
         if rng.random() < 0.03:
@@ -130,13 +135,7 @@ def _batcher(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
     batch also carries attempts the other batcher holds (so two processes start and complete
     the same attempts at once) and older ones (stale, superseded, already finished)."""
     shared = Path(tempfile.gettempdir()) / f"orbit-{ns}-grants.jsonl"
-    register = functools.partial(
-        register_session,
-        namespace=ns,
-        worker_name=f"b-{uuid.uuid4().hex[:6]}",
-        queues=list(QUEUES),
-        ttl_seconds=600,
-    )
+    register = _registration(ns, "b")
     session = run_transaction(engine, register)
     while True:
         grants = run_transaction(
