@@ -41,7 +41,7 @@ from orbit_store.ids import new_id
 ROOT = Path(__file__).resolve().parents[1]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench_e2e"
-PLANS = {1: (1,), 4: (2, 2), 16: (8, 8)}  # total slots -> concurrency of each worker process
+PLANS = {1: (1,), 4: (2, 2), 16: (8, 8), 64: (32, 32)}  # total slots -> concurrency of each worker process
 NS = "bench"
 PEERS = (
     "pgqueuer 1.6 (batch 10), durable PostgreSQL 15, 2 worker processes: ~1.3k jobs/s end to end "

@@ -48,6 +48,7 @@ from . import (
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .ready_watch import ReadyWatch
+from .submit_groups import SubmitGroups
 from .wakeups import Wakeups
 
 log = logging.getLogger("orbit.server")
@@ -138,6 +139,9 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         wakeups=Wakeups(),
         metrics=metrics,
         liveness=ReplicaLiveness(engine),
+        submit_groups=SubmitGroups(
+            engine, observe=metrics.batch_items.labels("submit_group").observe
+        ),
     )
 
     @asynccontextmanager

@@ -12,6 +12,7 @@ from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics import Metrics
 
 from .settings import ServerSettings
+from .submit_groups import SubmitGroups
 from .wakeups import Wakeups
 
 __all__ = ["AppContext", "Ctx", "ServerSettings", "app_context"]
@@ -24,9 +25,11 @@ class AppContext:
     wakeups: Wakeups
     metrics: Metrics
     liveness: ReplicaLiveness
+    submit_groups: SubmitGroups
 
 
-def app_context(request: Request) -> AppContext:
+async def app_context(request: Request) -> AppContext:
+    """Async: a sync dependency would cost a thread hand-off per request."""
     return request.app.state.ctx  # type: ignore[no-any-return]
 
 

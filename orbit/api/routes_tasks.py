@@ -9,11 +9,12 @@ import functools
 import uuid
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Path, Query, Response
 
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
-from orbit_store.pulse import queries, service
+from orbit_store.pulse import queries
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
@@ -99,7 +100,7 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     responses=PROBLEMS,
     summary="Submit a task (idempotent by key)",
 )
-def submit(
+async def submit(
     namespace: Namespace,
     body: schemas.TaskSubmission,
     credential: CurrentCredential,
@@ -108,10 +109,14 @@ def submit(
 ) -> schemas.Task:
     """201 for a new task; 200 with ``replayed: true`` when the key names an identical request;
     409 ``idempotency-conflict`` for a different request under the same key; 429 on a quota;
-    413 ``payload-too-large`` when ``params`` exceed the server's ``max_payload_bytes``."""
+    413 ``payload-too-large`` when ``params`` exceed the server's ``max_payload_bytes``.
+
+    Submissions that arrive together share a transaction (group commit, ``submit_groups``);
+    each is answered as it would have been alone."""
     authorize(credential, namespace, Role.SUBMIT)
     limits.check_payload(ctx.settings.max_payload_bytes, params=body.params)
-    result = service.submit(ctx.engine, submission_request(namespace, body, credential.name))
+    request = submission_request(namespace, body, credential.name)
+    result = await ctx.submit_groups.submit(request)
     ctx.metrics.submissions.labels(
         namespace, body.queue, "replayed" if result.replayed else "new"
     ).inc()
@@ -123,7 +128,9 @@ def submit(
     if result.row is not None:  # new: answer from what was written (no read-back)
         view = queries.task_view_from_row(result.row)
         return schemas.Task.model_validate({**view.__dict__, "replayed": False})
-    return _task(ctx, namespace, result.task_id, replayed=result.replayed)
+    return await anyio.to_thread.run_sync(
+        functools.partial(_task, ctx, namespace, result.task_id, replayed=result.replayed)
+    )
 
 
 @router.get(

@@ -40,6 +40,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from orbit.api.app import engine_loops, record_serving
     from orbit.api.context import AppContext
     from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
+    from orbit.api.submit_groups import SubmitGroups
     from orbit.api.wakeups import Wakeups
     from orbit.engines.liveness import ReplicaLiveness
     from orbit.metrics import Metrics
@@ -66,6 +67,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         Wakeups(),
         Metrics(engine, settings.gauge_interval),
         ReplicaLiveness(engine),
+        SubmitGroups(engine),  # unused: no request is served in this process
     )
     record_serving(ctx)
     loops = engine_loops(ctx)

@@ -99,8 +99,11 @@ def submit_tasks(
                 continue
             task_id = new_id()
             path = first_path(admission.available_at, now, admission.gate_open, None)
-            rows.append((request, task_row(request, admission, task_id, path, False, None)))
-            results[index] = BatchItemResult(SubmitResult(task_id, TaskState.WAITING, False, path))
+            row = task_row(request, admission, task_id, path, False, None)
+            rows.append((request, row))
+            results[index] = BatchItemResult(
+                SubmitResult(task_id, TaskState.WAITING, False, path, row=row)
+            )
         except StoreError as exc:  # nothing of this item was written
             results[index] = BatchItemResult(error=exc)
     _insert(conn, rows, now)

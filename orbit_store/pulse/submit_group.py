@@ -1,0 +1,86 @@
+"""Group commit of single submissions (issue 9): concurrent ``POST …/tasks`` requests of one
+namespace accepted in one transaction, each answered as :func:`service.submit` would answer it.
+
+Invariants 1 and 6 hold per request exactly as for a submission alone: when the group's
+transaction commits, every request answered as new has its task, key and event durable; a key
+that names an earlier identical request is a replay, a different request under a used key a
+typed conflict; a refused request (quota, undeclared queue, invalid) writes nothing and its
+neighbours are accepted. Two requests of one group under the same key are answered as two
+concurrent submissions are: one creates the task, the other replays it (or conflicts).
+
+The group goes through ``submit_batch.submit_tasks`` (one key lookup, the queue scope read once,
+multi-row INSERTs). Its requests are taken in queue order, so the quota rows of a group are
+locked queue by queue, as in every other group (no lock cycle between two groups). A request
+with a concurrency key is never grouped (``groupable``): its permit row would be locked after an
+earlier request's quota rows, against the documented order (key → quota rows).
+
+When the group's transaction cannot tell each request's fate — another transaction took one of
+its keys meanwhile (IntegrityError: nothing committed), or its commit outcome is unknown — every
+request is submitted again alone. A request with a key is resolved by it (found: replayed;
+absent: accepted now), never accepted twice; one without a key whose group's commit is unknown
+is answered ``CommitOutcomeUnknown``, as it would have been alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from orbit_store.db import run_transaction
+from orbit_store.errors import CommitOutcomeUnknown
+
+from . import submit_batch
+from .model import SubmitResult
+from .service import submit
+from .submit import SubmitRequest
+
+#: Each request's answer: its result, or the error ``submit`` would have raised for it alone.
+Answer = SubmitResult | Exception
+
+
+def groupable(request: SubmitRequest) -> bool:
+    """False for what must be submitted alone (a concurrency key: see the module docstring)."""
+    return request.concurrency_key is None and request.gate_id is None
+
+
+def submit_group(
+    engine: sa.Engine, namespace: str, requests: Sequence[SubmitRequest]
+) -> list[Answer]:
+    """Accept ``requests`` (one namespace, groupable, at most ``submit_batch.SUB_BATCH``) in one
+    transaction; one answer per request, in order. A group of one is a plain ``submit``."""
+    if len(requests) == 1:
+        return [_alone(engine, requests[0])]
+    if not all(groupable(r) and r.namespace == namespace for r in requests):
+        raise ValueError("a group holds groupable requests of one namespace")
+    order = sorted(range(len(requests)), key=lambda i: requests[i].queue)  # stable: arrival
+    work = functools.partial(
+        submit_batch.submit_tasks, namespace=namespace, requests=[requests[i] for i in order]
+    )
+    try:
+        items = run_transaction(engine, work)
+    except sa.exc.IntegrityError:
+        return [_alone(engine, request) for request in requests]
+    except CommitOutcomeUnknown as unknown:
+        return [_resolve(engine, request, unknown) for request in requests]
+    answers: list[Answer | None] = [None] * len(requests)
+    for position, item in zip(order, items, strict=True):
+        answers[position] = item.result if item.result is not None else item.error
+    assert all(answer is not None for answer in answers)
+    return [answer for answer in answers if answer is not None]
+
+
+def _alone(engine: sa.Engine, request: SubmitRequest) -> Answer:
+    try:
+        return submit(engine, request)
+    except Exception as exc:  # answered to its own request, as the route would have raised it
+        return exc
+
+
+def _resolve(engine: sa.Engine, request: SubmitRequest, unknown: CommitOutcomeUnknown) -> Answer:
+    """After the group's unknown commit: a keyed request is looked up by its key (and accepted
+    now if the group did not commit); an unkeyed one cannot be told apart from a new one."""
+    if request.idempotency_key is None:
+        return unknown
+    return _alone(engine, request)

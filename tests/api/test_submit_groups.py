@@ -1,0 +1,100 @@
+"""``POST /v1/namespaces/{ns}/tasks`` with group commit (issue 9): submissions that arrive while
+earlier ones are in their transaction share the next one, and each is answered as alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.schema import namespaces, task_events
+
+from .conftest import Api
+
+PROBLEMS = "https://orbit.dev/problems/"
+
+
+def _group_sizes(api: Api) -> tuple[float, float]:
+    """(groups run, submissions in them) from the app's own ``orbit_batch_items`` histogram."""
+    registry = api.app.state.ctx.metrics.registry
+    labels = {"call": "submit_group"}
+    count = registry.get_sample_value("orbit_batch_items_count", labels) or 0.0
+    total = registry.get_sample_value("orbit_batch_items_sum", labels) or 0.0
+    return count, total
+
+
+async def _with_namespace_locked(
+    api: Api, first: list[dict[str, Any]], queued: list[dict[str, Any]]
+) -> list[Any]:
+    """Submit ``first`` (they start their transactions and wait on the namespace row, which a
+    transaction of the test holds), then ``queued`` (they wait for a group); release the row
+    and return every answer, ``first`` then ``queued``."""
+    groups = api.app.state.ctx.submit_groups
+    path = f"/v1/namespaces/{api.namespace}/tasks"
+
+    def post(body: dict[str, Any]) -> Awaitable[Any]:
+        expect = body.pop("_expect", 0)
+        return asyncio.ensure_future(api.call("POST", path, body, expect=expect))
+
+    with api.engine.connect() as blocker:
+        blocker.begin()
+        blocker.execute(
+            sa.select(namespaces.c.name).where(namespaces.c.name == api.namespace).with_for_update()
+        )
+        running = [post(body) for body in first]
+        await _until(lambda: groups.running == len(first))
+        waiting = [post(body) for body in queued]
+        await _until(lambda: groups.waiting == len(queued))
+        blocker.commit()
+    return list(await asyncio.gather(*running, *waiting))
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 5 s")
+
+
+def test_submissions_that_arrive_during_a_transaction_share_the_next_one(api: Api) -> None:
+    api.submit()  # the namespace row exists
+    before = _group_sizes(api)
+    first = [{"handler": "h", "params": {"n": n}} for n in range(2)]
+    queued = [{"handler": "h", "params": {"n": n}, "idempotency_key": f"k{n}"} for n in range(2, 8)]
+    answers = asyncio.run(_with_namespace_locked(api, first, queued))
+    count, total = _group_sizes(api)
+    assert (count - before[0], total - before[1]) == (3, 8), "two alone, then six together"
+    assert len({a["id"] for a in answers}) == 8
+    assert [a["params"]["n"] for a in answers] == list(range(8)), "each its own answer"
+    assert all(a["state"] == "WAITING" and a["replayed"] is False for a in answers)
+    with api.engine.connect() as conn:
+        accepted = conn.execute(
+            sa.select(sa.func.count()).where(
+                task_events.c.namespace == api.namespace, task_events.c.reason == "submitted"
+            )
+        ).scalar_one()
+    assert accepted == 9, "every task has its accepted event (invariant 1)"
+
+
+def test_in_one_group_a_repeated_key_replays_and_a_refusal_leaves_its_neighbours(
+    api: Api,
+) -> None:
+    api.submit()
+    first = [{"handler": "h"}, {"handler": "h"}]
+    queued = [
+        {"handler": "h", "idempotency_key": "same", "params": {"n": 1}},
+        {"handler": "h", "idempotency_key": "same", "params": {"n": 1}, "_expect": 200},
+        {"handler": "h", "idempotency_key": "same", "params": {"n": 2}, "_expect": 409},
+        {"handler": "h", "queue": "undeclared", "_expect": 404},
+        {"handler": "h", "params": {"n": 3}},
+    ]
+    answers = asyncio.run(_with_namespace_locked(api, first, queued))
+    created, replayed, conflict, refused, neighbour = answers[2:]
+    assert replayed["id"] == created["id"] and replayed["replayed"] is True
+    assert conflict["type"] == PROBLEMS + "idempotency-conflict"
+    assert refused["type"] == PROBLEMS + "not-found"
+    assert "undeclared" in refused["detail"]
+    assert neighbour["params"] == {"n": 3} and neighbour["state"] == "WAITING"
