@@ -1,7 +1,8 @@
 """End-to-end throughput and dispatch latency of a real `orbit server` + `orbit worker`s, beside the
 same task lifecycle written as plain PyMySQL (the raw-SQL ceiling), measured in the same run.
 
-For each total of worker slots (1 = one process with 1 slot, 4 = 2+2, 16 = 8+8): submit N tasks
+For each total of worker slots (1 = one process with 1 slot, 4 = 2+2, 16 = 8+8, 64 = 32+32: the
+last makes the worker batches large enough for the set-based paths): submit N tasks
 over HTTP (SDK ``Client.submit``, several threads), start the workers, wait until all are SUCCEEDED
 ("pre-submitted"); then submit N more while the workers run ("live"); then stop the workers, submit
 N more with ``Client.submit_many`` (requests of --batch-size) and drain them again. The workers
@@ -41,7 +42,7 @@ from orbit_store.ids import new_id
 ROOT = Path(__file__).resolve().parents[1]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench_e2e"
-PLANS = {1: (1,), 4: (2, 2), 16: (8, 8), 64: (32, 32)}  # total slots -> concurrency of each worker process
+PLANS = {1: (1,), 4: (2, 2), 16: (8, 8), 64: (32, 32)}  # total slots -> each worker's concurrency
 NS = "bench"
 PEERS = (
     "pgqueuer 1.6 (batch 10), durable PostgreSQL 15, 2 worker processes: ~1.3k jobs/s end to end "
