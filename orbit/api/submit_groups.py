@@ -93,6 +93,10 @@ class SubmitGroups:
             )
         except Exception as exc:  # the group failed as a whole (e.g. the database is down)
             answers = [exc] * len(group)
+        except BaseException:  # cancelled (the server is stopping): no request waits forever
+            for _, future in group:
+                future.cancel()
+            raise
         for (_, future), answer in zip(group, answers, strict=True):
             if future.done():  # its request was cancelled (client gone)
                 continue
