@@ -88,6 +88,11 @@ def extend_lease_after_outage(
 
 
 def _session_ended(conn: sa.Connection, session_id: str | None) -> bool:
+    """A plain read, not ``sessions.session_is_live``'s shared lock: every caller already holds
+    the task's row lock, and the lock order puts sessions before task rows. A session that ends
+    just after this read lapses its attempts itself when its end commits (``sessions``), so a
+    grace given meanwhile does not outlive it. The id (a UUID of the attempt's own session)
+    names one row; the attempt's namespace is the session's."""
     if session_id is None:
         return False
     state = conn.execute(
