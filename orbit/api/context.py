@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import sqlalchemy as sa
@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics import Metrics
 
+from .claimants import Claimants
 from .settings import ServerSettings
 from .submit_groups import SubmitGroups
 from .wakeups import Wakeups
@@ -26,6 +27,7 @@ class AppContext:
     metrics: Metrics
     liveness: ReplicaLiveness
     submit_groups: SubmitGroups
+    claimants: Claimants = field(default_factory=Claimants)
 
 
 async def app_context(request: Request) -> AppContext:

@@ -141,7 +141,10 @@ async def lease(
         worker_session_id=session_id,
         start_handlers=frozenset(body.start_handlers),
     )
-    claimant = await anyio.to_thread.run_sync(_claimant, ctx, namespace, session_id)
+    claimant = ctx.claimants.get(namespace, session_id)
+    if claimant is None:  # the claims below refuse a session that ended since
+        claimant = await anyio.to_thread.run_sync(_claimant, ctx, namespace, session_id)
+        ctx.claimants.put(namespace, session_id, claimant)
     grants: list[LeaseGrant] = []
     should_claim = True  # a worker asks when it has room: try at once
     while True:
