@@ -140,7 +140,9 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         metrics=metrics,
         liveness=ReplicaLiveness(engine),
         submit_groups=SubmitGroups(
-            engine, observe=metrics.batch_items.labels("submit_group").observe
+            engine,
+            in_flight=settings.submit_transactions,
+            observe=metrics.batch_items.labels("submit_group").observe,
         ),
     )
 

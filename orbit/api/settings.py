@@ -40,3 +40,6 @@ class ServerSettings:
     #: Warm database connections per HTTP process (as many again may overflow); None: the
     #: store's default (orbit_store.db: 20 + 20).
     db_pool_size: int | None = None
+    #: Submission transactions one HTTP process runs at once; one-by-one submissions arriving
+    #: meanwhile wait and share the next (group commit, api/submit_groups.py).
+    submit_transactions: int = 2

@@ -27,8 +27,10 @@ from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.pulse.submit_batch import SUB_BATCH
 from orbit_store.pulse.submit_group import Answer, groupable, submit_group
 
-#: Groups running at once: enough to overlap one group's commit with the next one's work,
-#: few enough that concurrent requests queue and share a transaction.
+#: Groups running at once (``orbit server --submit-transactions``): enough to overlap one
+#: group's commit with the next one's work, few enough that concurrent requests queue and share
+#: a transaction. 1-2 measured best (docs/performance.md: 8 submitting processes, 1.2-1.5 ms of
+#: server CPU per submit; with 4 or more, requests rarely wait and it is 2.2-2.5 ms).
 IN_FLIGHT = 2
 
 Waiting = tuple[SubmitRequest, "asyncio.Future[SubmitResult]"]

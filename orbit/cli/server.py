@@ -87,6 +87,15 @@ def server(
             "load. Keep processes x replicas x 2 x this below MySQL's max_connections.",
         ),
     ] = 20,
+    submit_transactions: Annotated[
+        int,
+        typer.Option(
+            envvar="ORBIT_SUBMIT_TRANSACTIONS",
+            min=1,
+            help="Submission transactions each HTTP process runs at once; one-by-one "
+            "submissions that arrive meanwhile wait and share the next (group commit).",
+        ),
+    ] = 2,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     from orbit.api.settings import ServerSettings
@@ -108,6 +117,7 @@ def server(
         lease_poll_interval=lease_poll_interval,
         wake_probe_interval=wake_probe_interval,
         db_pool_size=db_pool_size,
+        submit_transactions=submit_transactions,
     )
     if processes > 1:
         from .server_processes import serve_processes

@@ -24,13 +24,14 @@ from orbit_store.pulse.submit import SubmitRequest
 class Api:
     """The app in-process, a namespace and a token with every role."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, **settings_: Any) -> None:
         self.engine = engine
         self.namespace = f"api-{uuid.uuid4().hex[:8]}"
         settings = ServerSettings(
             database_url=engine.url.render_as_string(hide_password=False),
             lease_poll_interval=0.1,
             run_engines=False,
+            **settings_,
         )
         self.app: FastAPI = create_app(engine, settings)
         self.token = run_transaction(

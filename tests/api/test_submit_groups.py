@@ -98,3 +98,19 @@ def test_in_one_group_a_repeated_key_replays_and_a_refusal_leaves_its_neighbours
     assert refused["type"] == PROBLEMS + "not-found"
     assert "undeclared" in refused["detail"]
     assert neighbour["params"] == {"n": 3} and neighbour["state"] == "WAITING"
+
+
+def test_the_number_of_submission_transactions_at_once_is_the_server_s_setting(
+    mariadb_engine: sa.Engine,
+) -> None:
+    """``--submit-transactions 1``: while one submission is in its transaction, the next four
+    wait and share one."""
+    api = Api(mariadb_engine, submit_transactions=1)
+    api.submit()
+    before = _group_sizes(api)
+    first = [{"handler": "h"}]
+    queued = [{"handler": "h", "params": {"n": n}} for n in range(4)]
+    answers = asyncio.run(_with_namespace_locked(api, first, queued))
+    count, total = _group_sizes(api)
+    assert (count - before[0], total - before[1]) == (2, 5)
+    assert len({a["id"] for a in answers}) == 5

@@ -19,5 +19,6 @@ def test_a_bad_workers_value_is_a_usage_error_naming_the_option(orbit: Run, valu
 def test_the_help_explains_workers_and_the_wake_up_probe(orbit: Run) -> None:
     done = orbit("server", "--help")
     assert done.returncode == 0
-    for option in ("--workers", "--wake-probe-interval", "--lease-poll-interval", "--db-pool-size"):
+    options = ("--workers", "--wake-probe-interval", "--lease-poll-interval", "--db-pool-size")
+    for option in (*options, "--submit-transactions"):
         assert option in done.stdout
