@@ -244,13 +244,14 @@ class Bench:
         self.procs.append(proc)
         return proc
 
-    def start_server(self) -> None:
+    def start_server(self, *extra: str, log: str = "server.log") -> None:
+        """`orbit server` on a free port (``extra``: more of its options), once it is ready."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         self.base = f"http://127.0.0.1:{port}"
-        argv = ["server", "--port", str(port), "--workers", str(self.args.server_workers)]
-        self.server = self.spawn(argv, "server.log", ORBIT_DATABASE_URL=self.url)
+        argv = ["server", "--port", str(port), "--workers", str(self.args.server_workers), *extra]
+        self.server = self.spawn(argv, log, ORBIT_DATABASE_URL=self.url)
         for _ in range(300):
             self.check_alive()
             with contextlib.suppress(httpx.HTTPError):

@@ -16,24 +16,20 @@ import argparse
 import multiprocessing
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.e2e import (  # the repository root, added above (run as a script)
     DEFAULT_URL,
-    ORBIT,
-    ROOT,
-    connect,
+    NS,
+    Bench,
     cpu_seconds,
     pct,
     raw_part,
@@ -41,8 +37,6 @@ from bench.e2e import (  # the repository root, added above (run as a script)
     server_sql,
 )
 from orbit_sdk import Client
-
-NS = "bench"
 
 
 def submit_part(base: str, token: str, start_at: float, n: int) -> list[float]:
@@ -57,39 +51,20 @@ def submit_part(base: str, token: str, start_at: float, n: int) -> list[float]:
     return took
 
 
-def start_server(url: str, width: int, log: Path) -> tuple[Any, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    argv = [ORBIT, "server", "--port", str(port), "--submit-transactions", str(width)]
-    env = {**os.environ, "ORBIT_DATABASE_URL": url, "ORBIT_LOG_LEVEL": "WARNING"}
-    with log.open("ab") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"orbit server exited; see {log}")
-        time.sleep(0.1)
-    raise RuntimeError("orbit server not ready after 30 s")
-
-
-def orbit_run(pool: Any, args: argparse.Namespace, token: str, width: int, log: Path) -> Any:
-    proc, base = start_server(args.database_url, width, log)
+def orbit_run(pool: Any, bench: Bench, token: str, width: int) -> Any:
+    """One server with ``--submit-transactions width``: (submits/s, p50 ms, p99 ms, server CPU
+    ms per submit)."""
+    args = bench.args
+    bench.start_server("--submit-transactions", str(width), log=f"server-{width}.log")
     try:
-        share = args.tasks // args.submitters
+        share, base = args.tasks // args.submitters, bench.base
         pool.starmap(submit_part, [(base, token, time.time(), 20)] * args.submitters)  # warm
-        cpu, start_at = cpu_seconds(proc.pid), time.time() + 1.0
+        cpu, start_at = cpu_seconds(bench.server.pid), time.time() + 1.0
         parts = pool.starmap(submit_part, [(base, token, start_at, share)] * args.submitters)
         wall = time.time() - start_at
-        cpu = cpu_seconds(proc.pid) - cpu
+        cpu = cpu_seconds(bench.server.pid) - cpu
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(15)
+        bench.stop([bench.server])
     took = sorted(t for part in parts for t in part)
     n = len(took)
     return n / wall, pct(took, 0.5) * 1000, pct(took, 0.99) * 1000, cpu * 1000 / n
@@ -109,42 +84,35 @@ def main() -> None:
     add("--tasks", type=int, default=2000, help="submissions per run (default 2000)")
     add("--submitters", type=int, default=8, help="submitting processes (Orbit and raw)")
     add("--submit-transactions", type=int, nargs="+", default=[1, 2, 8], metavar="N")
+    parser.set_defaults(server_workers=1, log_level="WARNING")  # what Bench reads
     args = parser.parse_args()
     pool = multiprocessing.get_context("fork").Pool(
         args.submitters, signal.signal, (signal.SIGINT, signal.SIG_IGN)
     )
-    name, logs = make_url(args.database_url).database, Path(tempfile.mkdtemp(prefix="orbit-sl-"))
+    name, bench = make_url(args.database_url).database, None
     server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
     server_sql(args.database_url, f"CREATE DATABASE `{name}`")
     try:
-        run = [ORBIT, "admin", "migrate", "--database-url", args.database_url]
-        subprocess.run(run, check=True, capture_output=True, cwd=ROOT)
-        create = ["admin", "token", "create", "-n", NS, "-r", "submit", "--name", "bench"]
-        token = subprocess.run(
-            [ORBIT, *create, "--database-url", args.database_url],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        ).stdout.strip()
-        db = connect(args.database_url, name, autocommit=True)
-        with db.cursor() as cur:
-            for table in ("tasks", "task_events"):
-                cur.execute(f"CREATE TABLE raw_{table} LIKE {table}")
+        bench = Bench(args, Path(tempfile.mkdtemp(prefix="orbit-bench-submit-")))
+        bench.orbit("admin", "migrate")
+        roles = ("-r", "submit", "--name", "bench")
+        token = bench.orbit("admin", "token", "create", "-n", NS, *roles).strip()
+        for table in ("tasks", "task_events"):
+            bench.query(f"CREATE TABLE raw_{table} LIKE {table}")
         say(f"{args.submitters} submitting processes, {args.tasks} submissions per run; load: ")
-        say(f"  {os.getloadavg()}; server logs in {logs}")
-        rows = []
+        say(f"  {os.getloadavg()}; server logs in {bench.logs}")
         for width in args.submit_transactions:
-            orbit = orbit_run(pool, args, token, width, logs / f"server-{width}.log")
+            rate, p50, p99, cpu = orbit_run(pool, bench, token, width)
             raw = raw_run(pool, args)
-            rows.append((width, orbit, raw))
-            rate, p50, p99, cpu = orbit
             say(
                 f"  --submit-transactions {width}: {rate:6,.0f}/s, p50 {p50:5.1f} ms, p99 "
                 f"{p99:5.1f} ms, server CPU {cpu:.2f} ms/submit; raw {raw:6,.0f}/s "
                 f"(ratio {rate / raw:.2f}x)"
             )
     finally:
+        if bench is not None:
+            bench.stop(bench.procs)
+            bench.db.close()
         pool.terminate()
         server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
 
