@@ -41,5 +41,8 @@ class ServerSettings:
     #: store's default (orbit_store.db: 20 + 20).
     db_pool_size: int | None = None
     #: Submission transactions one HTTP process runs at once; one-by-one submissions arriving
-    #: meanwhile wait and share the next (group commit, api/submit_groups.py).
+    #: meanwhile wait and share the next (group commit, api/submit_groups.py). Enough to overlap
+    #: one group's commit with the next one's work, few enough that concurrent requests queue:
+    #: 1-2 measured best (docs/performance.md: 8 submitting processes, 1.2-1.5 ms of server CPU
+    #: per submit; with 4 or more, requests rarely wait and it is 2.2-2.5 ms).
     submit_transactions: int = 2

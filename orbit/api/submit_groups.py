@@ -1,12 +1,13 @@
 """Group commit of single submissions (issue 9).
 
 Each ``POST /v1/namespaces/{ns}/tasks`` hands its request to :class:`SubmitGroups` and waits for
-its own answer. At most ``in_flight`` groups run at once (each one transaction, in a thread);
-requests that arrive while they run wait and go together in the next group of their namespace,
-up to ``submit_batch.SUB_BATCH`` requests. An idle server therefore submits each request alone
-at once (nothing added to its latency), and under concurrent submitters the requests that queue
-behind a running transaction share the next one: one commit, one key lookup and multi-row
-INSERTs instead of a transaction each — as a database's group commit shares one fsync.
+its own answer. At most ``in_flight`` groups (``ServerSettings.submit_transactions``) run at
+once, each one transaction in a thread; requests that arrive while they run wait and go
+together in the next group of their namespace, up to ``submit_batch.SUB_BATCH`` requests. An
+idle server therefore submits each request alone at once (nothing added to its latency), and
+under concurrent submitters the requests that queue behind a running transaction share the next
+one: one commit, one key lookup and multi-row INSERTs instead of a transaction each — as a
+database's group commit shares one fsync.
 
 Every request is answered as it would have been alone (``orbit_store.pulse.submit_group``).
 A request whose client has gone away is still submitted: like a lone submission whose answer
@@ -27,12 +28,6 @@ from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.pulse.submit_batch import SUB_BATCH
 from orbit_store.pulse.submit_group import Answer, groupable, submit_group
 
-#: Groups running at once (``orbit server --submit-transactions``): enough to overlap one
-#: group's commit with the next one's work, few enough that concurrent requests queue and share
-#: a transaction. 1-2 measured best (docs/performance.md: 8 submitting processes, 1.2-1.5 ms of
-#: server CPU per submit; with 4 or more, requests rarely wait and it is 2.2-2.5 ms).
-IN_FLIGHT = 2
-
 Waiting = tuple[SubmitRequest, "asyncio.Future[SubmitResult]"]
 
 
@@ -43,7 +38,7 @@ class SubmitGroups:
         self,
         engine: sa.Engine,
         *,
-        in_flight: int = IN_FLIGHT,
+        in_flight: int,
         observe: Callable[[int], None] = lambda size: None,
     ) -> None:
         if in_flight < 1:

@@ -67,7 +67,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         Wakeups(),
         Metrics(engine, settings.gauge_interval),
         ReplicaLiveness(engine),
-        SubmitGroups(engine),  # unused: no request is served in this process
+        SubmitGroups(engine, in_flight=settings.submit_transactions),  # unused: serves no request
     )
     record_serving(ctx)
     loops = engine_loops(ctx)

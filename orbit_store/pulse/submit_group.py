@@ -11,8 +11,9 @@ concurrent submissions are: one creates the task, the other replays it (or confl
 The group goes through ``submit_batch.submit_tasks`` (one key lookup, the queue scope read once,
 multi-row INSERTs). Its requests are taken in queue order, so the quota rows of a group are
 locked queue by queue, as in every other group (no lock cycle between two groups). A request
-with a concurrency key is never grouped (``groupable``): its permit row would be locked after an
-earlier request's quota rows, against the documented order (key → quota rows).
+with a concurrency key or a gate is never grouped (``groupable``): its permit row or gate would be
+locked after an earlier request's quota rows, against the documented order (gate → key → quota
+rows).
 
 When the group's transaction cannot tell each request's fate — another transaction took one of
 its keys meanwhile (IntegrityError: nothing committed), or its commit outcome is unknown — every
@@ -41,7 +42,8 @@ Answer = SubmitResult | Exception
 
 
 def groupable(request: SubmitRequest) -> bool:
-    """False for what must be submitted alone (a concurrency key: see the module docstring)."""
+    """False for what must be submitted alone: a concurrency key or a gate, whose locks would
+    follow earlier requests' quota rows (see the module docstring)."""
     return request.concurrency_key is None and request.gate_id is None
 
 
@@ -64,11 +66,15 @@ def submit_group(
         return [_alone(engine, request) for request in requests]
     except CommitOutcomeUnknown as unknown:
         return [_resolve(engine, request, unknown) for request in requests]
-    answers: list[Answer | None] = [None] * len(requests)
-    for position, item in zip(order, items, strict=True):
-        answers[position] = item.result if item.result is not None else item.error
-    assert all(answer is not None for answer in answers)
-    return [answer for answer in answers if answer is not None]
+    by_position = dict(zip(order, items, strict=True))
+    return [_answer(by_position[position]) for position in range(len(requests))]
+
+
+def _answer(item: submit_batch.BatchItemResult) -> Answer:
+    if item.result is not None:
+        return item.result
+    assert item.error is not None  # a batch item has one or the other
+    return item.error
 
 
 def _alone(engine: sa.Engine, request: SubmitRequest) -> Answer:
