@@ -221,6 +221,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def mariadb_pid() -> int | None:
+    """The local mariadbd/mysqld (None when the database runs elsewhere)."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            names = ("mariadbd", "mysqld")
+            if proc.name.isdigit() and (proc / "comm").read_text().strip() in names:
+                return int(proc.name)
+    return None
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
@@ -231,6 +241,8 @@ class Bench:
         self.procs: list[subprocess.Popen[bytes]] = []  # every process started, for the cleanup
         self.workers: list[subprocess.Popen[bytes]] = []
         self.db = connect(self.url, make_url(self.url).database, autocommit=True)
+        self.mariadb = mariadb_pid()
+        self.drain_cpu: dict[str, float] = {}  # CPU seconds of the last drain, by process kind
 
     def orbit(self, *argv: str) -> str:
         cmd = [ORBIT, *argv, "--database-url", self.url]
@@ -359,11 +371,31 @@ class Bench:
         self.expected += n
         return took
 
+    def questions(self) -> int:
+        """MariaDB's count of statements clients sent (server-wide: this script's polls count)."""
+        return int(self.query("SHOW GLOBAL STATUS LIKE 'Questions'")[0][1])
+
+    def workers_cpu(self) -> float:
+        return sum(cpu_seconds(p) for w in self.workers for p in process_tree(w.pid))
+
     def drain(self, slots: int, mark: Any) -> float:
         """Start the workers on the pre-submitted backlog; seconds from first lease to last
-        finish (DB clock)."""
+        finish (DB clock). Keeps the CPU seconds the server, the workers (from their first
+        lease on, so not their start-up) and the local MariaDB spent in ``self.drain_cpu``."""
+        db = cpu_seconds(self.mariadb) if self.mariadb else 0.0
         self.start_workers(slots)
+        newest = "SELECT leased_at FROM task_attempts ORDER BY id DESC LIMIT 1"  # UUIDv7 ids
+        while not (row := self.query(newest)) or row[0][0] < mark:
+            self.check_alive()
+            time.sleep(0.005)
+        workers, server, questions = self.workers_cpu(), self.mark()[2], self.questions()
         self.wait_done()
+        self.drain_cpu = {
+            "server": self.mark()[2] - server,
+            "workers": self.workers_cpu() - workers,
+            "mariadb": (cpu_seconds(self.mariadb) - db) if self.mariadb else float("nan"),
+        }
+        self.drain_questions = self.questions() - questions
         return self.phase(mark)[0]
 
     def orbit_cell(self, client: Client, slots: int) -> dict[str, float]:
@@ -376,6 +408,7 @@ class Bench:
         submit_s = self.submit(client, n)
         lap()
         drain_s = self.drain(slots, mark)
+        drain_cpu, drain_questions = self.drain_cpu, self.drain_questions
         lap()
         mark = self.mark()[0]
         self.submit(client, n)
@@ -387,6 +420,7 @@ class Bench:
         many_s = self.submit_many(client, n)
         lap()
         many_drain_s = self.drain(slots, mark)
+        drain2_cpu, drain2_questions = self.drain_cpu, self.drain_questions
         lap()
         out = {"submit": n / submit_s, "drain": n / drain_s, "e2e": n / (submit_s + drain_s)}
         out |= {"many": n / many_s, "many_drain": n / many_drain_s}
@@ -405,6 +439,13 @@ class Bench:
             f"submit_many {out['cpu_many']:.2f}, its drain {out['cpu_drain2']:.2f}); ",
             f"{(conns_after - conns) / (3 * n):.2f} new MySQL connections/task (server-wide)",
         )
+        for name, cpu_by, asked in (
+            ("drain", drain_cpu, drain_questions),
+            ("drain after submit_many", drain2_cpu, drain2_questions),
+        ):
+            split = ", ".join(f"{k} {v * 1000 / n:.2f}" for k, v in cpu_by.items())
+            per = f"{asked / n:.1f} statements/task"
+            say(f"    {name} (first lease on): CPU ms/task {split}; {per}")
         return out
 
     def latency(self, client: Client, samples: int) -> dict[str, list[float]]:

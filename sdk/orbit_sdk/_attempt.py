@@ -116,7 +116,7 @@ class AttemptRunner:
                     extra=_x(ctx),
                 )
             else:
-                attempt.reporting = True
+                self.live.mark_reporting(attempt)
                 self.report(attempt, report)
         except Exception:
             log.exception("attempt %s failed inside the worker", ctx.attempt_id, extra=_x(ctx))

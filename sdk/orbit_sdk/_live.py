@@ -30,6 +30,13 @@ class LiveSet:
 
     They stay here while the report is being retried so heartbeats keep their leases alive:
     an attempt whose result we already know must not lapse into a retry or a review.
+
+    A slot is an attempt whose handler may still run (granted, starting or running). One whose
+    outcome is being reported holds no slot — its handler is done — so the worker leases the
+    next task while the report is on its way instead of a round trip later (issue 9: with
+    short tasks the slot otherwise idles through the report's call and the next lease's). At
+    most ``capacity`` such reports wait at once: when the server cannot take reports, leasing
+    stops rather than piling up outcomes.
     """
 
     def __init__(self) -> None:
@@ -44,6 +51,19 @@ class LiveSet:
         with self._cond:
             self._items.pop(attempt_id, None)
             self._cond.notify_all()
+
+    def mark_reporting(self, attempt: LiveAttempt) -> None:
+        """The handler returned and its outcome is being reported: its slot is free."""
+        with self._cond:
+            attempt.reporting = True
+            self._cond.notify_all()
+
+    def free(self, capacity: int) -> int:
+        """Slots free for new grants (see the class): ``capacity`` less the attempts whose
+        handler may still run, and no more than the room left for reports in flight."""
+        with self._cond:
+            running = sum(1 for a in self._items.values() if not a.reporting)
+            return max(min(capacity - running, 2 * capacity - len(self._items)), 0)
 
     def snapshot(self) -> list[LiveAttempt]:
         with self._cond:
@@ -66,20 +86,20 @@ class LiveSet:
         want: int = 1,
         linger: float = 0.0,
     ) -> int:
-        """Block until fewer than ``capacity`` attempts are held (or ``done()``); free slots.
-        Then, while fewer than ``want`` are free, wait up to ``linger`` seconds more for them:
-        under load slots free one by one, and a lease request per slot costs a claim
-        transaction each. With nothing held it returns at once (an idle worker asks now)."""
+        """Block until a slot is free (:meth:`free`, or ``done()``); how many are. Then, while
+        fewer than ``want`` are free, wait up to ``linger`` seconds more for them: under load
+        slots free one by one, and a lease request per slot costs a claim transaction each.
+        With nothing held it returns at once (an idle worker asks now)."""
         with self._cond:
-            while len(self._items) >= capacity and not done():
+            while self.free(capacity) == 0 and not done():
                 self._cond.wait(poll)
             until = time.monotonic() + linger
-            while capacity - len(self._items) < want and self._items and not done():
+            while self.free(capacity) < want and self._items and not done():
                 left = until - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)
-            return max(capacity - len(self._items), 0)
+            return self.free(capacity)
 
     def wait_empty(self, deadline: float, give_up: Callable[[], bool], poll: float = 0.2) -> bool:
         """Block until nothing is held, ``deadline`` (monotonic) passes or ``give_up()``."""

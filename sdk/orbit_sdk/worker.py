@@ -118,8 +118,9 @@ class Worker:
             headers=default_headers(resolve_token(token)),
             timeout=timeout,
             transport=transport,
-            # every attempt thread may be reporting while a long poll and a heartbeat are open
-            limits=httpx.Limits(max_connections=concurrency + 8),
+            # every attempt thread (up to 2 × concurrency, LiveSet) may be sending while a long
+            # poll and a heartbeat are open
+            limits=httpx.Limits(max_connections=2 * concurrency + 8),
         )
         self._handlers: dict[str, RegisteredHandler] = {}
         self._ask = LeaseAsk(

@@ -37,8 +37,8 @@ OLD_SERVER_REFUSAL = [
 ]
 
 
-def _held(live: LiveSet, n: int) -> list[str]:
-    ids = [f"a{i}" for i in range(n)]
+def _held(live: LiveSet, n: int, prefix: str = "a") -> list[str]:
+    ids = [f"{prefix}{i}" for i in range(n)]
     for attempt_id in ids:
         lease = Lease.model_validate({**LEASE, "attempt_id": attempt_id})
         live.add(LiveAttempt(lease, TaskContext(lease, "w")))
@@ -180,3 +180,30 @@ def test_a_busy_worker_asks_for_what_is_free_once_the_linger_passed() -> None:
     thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=0.05), live)
     thread.join(10)
     assert asked == [1]
+
+
+def test_an_attempt_being_reported_frees_its_slot() -> None:
+    """Its handler is done: the worker leases the next task while the report is on its way."""
+    live = LiveSet()
+    ids = _held(live, 8)
+    thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=60), live)
+    for attempt in live.snapshot()[:4]:
+        live.mark_reporting(attempt)
+    thread.join(10)
+    assert asked == [4] and len(live) == len(ids), "reported attempts are still held"
+
+
+def test_reports_in_flight_are_bounded_by_the_slots() -> None:
+    """With ``concurrency`` reports waiting (the server cannot take them), leasing stops: a
+    worker holds at most twice its slots, never an ever-growing pile of outcomes."""
+    live = LiveSet()
+    _held(live, 8)
+    for attempt in live.snapshot():
+        live.mark_reporting(attempt)  # eight reports waiting: eight slots free
+    assert live.free(8) == 8
+    _held(live, 8, prefix="b")
+    assert live.free(8) == 0, "eight running and eight reports waiting: no room"
+    live.mark_reporting(live.snapshot()[-1])
+    assert live.free(8) == 0, "a ninth report waiting takes the room of the slot it frees"
+    live.remove(live.snapshot()[0].lease.attempt_id)
+    assert live.free(8) == 1
