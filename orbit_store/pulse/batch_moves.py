@@ -132,7 +132,7 @@ def _update_group(
         .where(
             tasks.c.id.in_(ids),
             tasks.c.state == from_state,
-            tasks.c.state_version == sa.case(versions, value=tasks.c.id),
+            tasks.c.state_version == per_item(tasks.c.state_version, versions),
         )
         .values(sets)
     )

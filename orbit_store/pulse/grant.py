@@ -37,6 +37,7 @@ from orbit_store.schema import task_attempts, task_events, tasks
 
 from . import quota
 from .attempts import hash_token
+from .batch_moves import per_item
 from .model import AttemptState, LeaseGrant, Safety, TaskState
 
 
@@ -160,11 +161,14 @@ def _move_tasks(
     task keeps its concurrency permit through LEASED and RUNNING. A started grant's recorded
     safety is SAFE already (task and handler are), so ``safety`` is left as is."""
     ids = list(attempt_of)
-    started = {task_id: TaskState.RUNNING.value for task_id, n in steps_of.items() if n == 2}
-    state: Any = TaskState.LEASED.value
-    if started:
-        state = sa.case(started, value=tasks.c.id, else_=TaskState.LEASED.value)
-    version_step: Any = 1 if not started else sa.case(steps_of, value=tasks.c.id)
+    # A lease with start usually starts every grant, a plain lease none: then one value for all
+    # (a CASE of one bound value per task costs Python per item, docs/performance.md).
+    states = {
+        task_id: (TaskState.RUNNING if n == 2 else TaskState.LEASED).value
+        for task_id, n in steps_of.items()
+    }
+    state = per_item(tasks.c.state, states)
+    version_step = per_item(tasks.c.state_version, steps_of)
     lease = (
         tasks.update()
         .where(tasks.c.id.in_(ids), tasks.c.state == TaskState.WAITING.value)

@@ -76,6 +76,9 @@ def test_tasks_of_handlers_not_declared_safe_are_leased_only_inv7(pulse: PulseDr
     assert grants[safe.task_id].started and not grants[unsafe.task_id].started
     assert pulse.state(unsafe.task_id) == "LEASED"
     assert [a.state for a in pulse.attempts(unsafe.task_id)] == ["LEASED"]
+    # One claim, two steps: the started grant moved two versions, the leased one one.
+    assert pulse.task(safe.task_id).state_version == grants[safe.task_id].state_version == 3
+    assert pulse.task(unsafe.task_id).state_version == grants[unsafe.task_id].state_version == 2
 
 
 def test_a_lease_without_start_handlers_starts_nothing(pulse: PulseDriver) -> None:
