@@ -9,7 +9,8 @@ per batch instead of once per item — invariant 3 is judged per item from these
 2. the worker sessions (starts only) under shared locks, in id order, as ``session_is_live``;
    the execution gates under shared locks, in id order (``gates.gates_open``);
 3. every task row the batch will touch, ``SELECT … FOR UPDATE`` by primary key in task-id
-   order, with the database time in the same statement (as ``transitions._LOCK_TASK_NOW``);
+   order, with the database time in the same statement (as ``transitions._LOCK_TASK_NOW``),
+   without the JSON payloads (nothing here decides by them);
    for completions, then their attempt rows in id order (:func:`lock_attempts`).
 
 Lock order (``orbit_store/pulse/__init__.py``): sessions, gates, tasks (and attempts) — for
@@ -144,8 +145,12 @@ def lock_tasks_now(
     return {row.id: row for row in rows}, now
 
 
+# Every column but the JSON payloads (params, result, error): a start or a completion decides
+# from the row's state and settings, never from them, and they are a task's widest columns —
+# read under the lock for every item of every batch they would cost parsing for nothing.
+_UNREAD = frozenset({"params", "result", "error"})
 _LOCK_TASKS_NOW = by_primary_key(
-    sa.select(tasks, utc_now().label("db_now"))
+    sa.select(*(c for c in tasks.c if c.name not in _UNREAD), utc_now().label("db_now"))
     .where(
         tasks.c.id.in_(sa.bindparam("ids", expanding=True)),
         tasks.c.namespace == sa.bindparam("namespace"),
