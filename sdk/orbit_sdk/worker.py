@@ -54,7 +54,9 @@ class Worker:
     """Runs registered handlers for tasks leased from ``queues`` of ``namespace`` (default: the
     token's own namespace, asked from the server when the worker starts).
 
-    ``concurrency`` bounds the attempts held at once (leased or running). ``heartbeat_interval``
+    ``concurrency`` bounds the attempts whose handler may still run (leased or running); an
+    attempt whose outcome is being reported frees its slot, and at most ``concurrency`` such
+    reports wait at once (``_live.LiveSet``). ``heartbeat_interval``
     defaults to what the server asks for in the session. ``drain_timeout`` is how long a stop
     waits for running handlers before closing the session anyway; keep it below the pod's
     termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
