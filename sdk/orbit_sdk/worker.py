@@ -120,7 +120,7 @@ class Worker:
             headers=default_headers(resolve_token(token)),
             timeout=timeout,
             transport=transport,
-            # every attempt thread (up to 2 × concurrency, LiveSet) may be sending while a long
+            # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long
             # poll and a heartbeat are open
             limits=httpx.Limits(max_connections=2 * concurrency + 8),
         )
