@@ -6,6 +6,7 @@ installed as the ``orbit_migrations`` package).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,8 +42,16 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
     return cfg
 
 
+@functools.cache
+def code_revisions() -> ScriptDirectory:
+    """This code's migrations, loaded once per process: they cannot change while it runs, and
+    loading them executes every revision file — ~25 ms of CPU that ``/readyz`` paid on every
+    probe."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return code_revisions().get_current_head()
 
 
 def current_revision(engine: sa.Engine) -> str | None:
@@ -52,7 +61,7 @@ def current_revision(engine: sa.Engine) -> str | None:
 
 def compatibility(engine: sa.Engine) -> SchemaCompatibility:
     """May this code run on the database's schema (its compatibility window)?"""
-    return check(engine, ScriptDirectory.from_config(alembic_config()))
+    return check(engine, code_revisions())
 
 
 def is_current(engine: sa.Engine) -> bool:

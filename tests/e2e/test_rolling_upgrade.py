@@ -261,3 +261,19 @@ def test_compatibility_verdicts(database: tuple[str, sa.Engine], next_releases: 
     assert migrate.compatibility(engine).verdict is Verdict.NEWER_COMPATIBLE
     upgrade_to(engine, next_releases, "9002")
     assert migrate.compatibility(engine).verdict is Verdict.NEWER_INCOMPATIBLE
+
+
+def test_the_code_s_migrations_are_loaded_once_per_process(
+    database: tuple[str, sa.Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A readiness probe judges the schema against this code's migrations, which cannot change
+    while it runs: loading them (every revision file executed) happens once, not per probe."""
+    loads: list[object] = []
+    real = migrate.ScriptDirectory.from_config
+    monkeypatch.setattr(
+        migrate.ScriptDirectory, "from_config", lambda cfg: loads.append(cfg) or real(cfg)
+    )
+    migrate.code_revisions.cache_clear()
+    for _ in range(3):
+        assert migrate.compatibility(database[1]).verdict is Verdict.CURRENT
+    assert len(loads) == 1
