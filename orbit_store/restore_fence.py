@@ -28,8 +28,9 @@ from .db import run_transaction
 from .fencing import RestoreFence, raise_fence
 from .pulse import service
 from .pulse.attempts import LIVE_ATTEMPT_STATES, cut_leases
+from .pulse.model import AttemptOutcome
 from .pulse.sessions import LIVE, end_session, lock_session
-from .schema import namespaces, task_attempts, worker_sessions
+from .schema import namespaces, task_attempts, tasks, worker_sessions
 
 #: Reaper passes the procedure runs at most to settle the cut leases (each pass: up to 500).
 MAX_LAPSE_PASSES = 1_000
@@ -40,6 +41,8 @@ class NamespaceFenced:
     namespace: str
     sessions_ended: int
     leases_cut: int
+    #: Every live attempt granted before the fence, whichever step cut its lease.
+    attempts_cut: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,16 +65,34 @@ def restore_fence(engine: sa.Engine, *, reason: str, actor: str) -> FenceReport:
         )
         for name in names
     )
-    settled: Counter[str] = Counter()
     errors = 0
     for name in names:
         for _ in range(MAX_LAPSE_PASSES):
             report = service.reap(engine, limit=500, namespace=name)
-            settled.update(decision.state.value for decision in report.decisions)
             errors += report.errors
             if report.leases_lapsed == 0:
                 break
-    return FenceReport(fence, fenced, dict(settled), errors)
+    with engine.connect() as conn:
+        settled = _settled(conn, [a for n in fenced for a in n.attempts_cut])
+    return FenceReport(fence, fenced, settled, errors)
+
+
+def _settled(conn: sa.Connection, attempt_ids: list[str]) -> dict[str, int]:
+    """Task state → count, for the tasks whose cut attempts have lapsed — counted from the
+    rows, not from our own reaper passes: the server's reaper loop may settle some first."""
+    settled: Counter[str] = Counter()
+    for k in range(0, len(attempt_ids), 500):
+        rows = conn.execute(
+            sa.select(tasks.c.state, sa.func.count())
+            .select_from(task_attempts.join(tasks, tasks.c.id == task_attempts.c.task_id))
+            .where(
+                task_attempts.c.id.in_(attempt_ids[k : k + 500]),
+                task_attempts.c.outcome == AttemptOutcome.LAPSED.value,
+            )
+            .group_by(tasks.c.state)
+        )
+        settled.update({state: int(n) for state, n in rows})
+    return dict(settled)
 
 
 def _namespaces(conn: sa.Connection) -> list[str]:
@@ -95,6 +116,13 @@ def fence_namespace(
     start or renewal holding one shared finishes first, and its grant is cut below — then the
     attempts, found by a plain read and updated by primary key (as ``end_session`` does)."""
     now = db_now(conn)
+    # Everything to be cut: dispatch is closed, so no older grant appears after this read.
+    older = sa.select(task_attempts.c.id).where(
+        task_attempts.c.namespace == namespace,
+        task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+        task_attempts.c.epoch < fence.epoch,
+    )
+    before = set(conn.execute(older).scalars())
     live_sessions = (
         conn.execute(
             sa.select(worker_sessions.c.id)
@@ -110,17 +138,10 @@ def fence_namespace(
     for session_id in ended:
         end_session(conn, session_id, "REVOKED", why, now)
     # What no session held (grants made without one) and what a session end did not reach.
-    stale = sorted(
-        conn.execute(
-            sa.select(task_attempts.c.id).where(
-                task_attempts.c.namespace == namespace,
-                task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
-                task_attempts.c.epoch < fence.epoch,
-            )
-        ).scalars()
-    )
+    stale = sorted(conn.execute(older).scalars())
     cut_leases(conn, stale, now)
-    result = NamespaceFenced(namespace, len(ended), len(stale))
+    cut = tuple(sorted(before | set(stale)))
+    result = NamespaceFenced(namespace, len(ended), len(stale), cut)
     record_audit(
         conn,
         namespace=namespace,

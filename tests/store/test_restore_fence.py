@@ -6,12 +6,14 @@ closes dispatch for the whole database."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from orbit_store import fencing
 from orbit_store.errors import Conflict, DispatchClosed, InvalidRequest
+from orbit_store.pulse import service
 from orbit_store.pulse.model import CompletionStatus, RenewStatus, Safety, StartRefusal
 from orbit_store.restore_fence import FenceReport, restore_fence
 from orbit_store.schema import audit_log, server_replicas, worker_sessions
@@ -202,3 +204,21 @@ def test_a_fence_right_after_service_resumed_still_settles_its_cut_leases_inv7(
 
     assert isolated_pulse.state(safe.task_id) == "WAITING"
     assert report.settled == {"WAITING": 1}
+
+
+def test_the_report_counts_leases_the_server_s_reaper_settled_first(
+    isolated_pulse: PulseDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's reaper loop runs beside the fence: when it lapses a cut lease before the
+    fence's own pass, the report still says what became of that task (it said nothing)."""
+    task = isolated_pulse.submit()
+    assert isolated_pulse.start(isolated_pulse.claim_one()).started
+    reap = service.reap
+
+    def the_loop_first(engine: sa.Engine, **kw: Any) -> Any:
+        reap(engine, **kw)  # the server's reaper loop got there first
+        return reap(engine, **kw)
+
+    monkeypatch.setattr(service, "reap", the_loop_first)
+    assert _fence(isolated_pulse).settled == {"WAITING": 1}
+    assert isolated_pulse.state(task.task_id) == "WAITING"
