@@ -243,6 +243,7 @@ class Bench:
         self.db = connect(self.url, make_url(self.url).database, autocommit=True)
         self.mariadb = mariadb_pid()
         self.drain_cpu: dict[str, float] = {}  # CPU seconds of the last drain, by process kind
+        self.drain_questions = 0  # statements MariaDB received during the last drain
 
     def orbit(self, *argv: str) -> str:
         cmd = [ORBIT, *argv, "--database-url", self.url]

@@ -25,6 +25,7 @@ import logging
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +33,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.e2e import cpu_seconds, mariadb_pid  # the repository root, added above
 from orbit.engines.scheduler import scheduler_pass
 from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
@@ -100,19 +104,8 @@ def replica(url: str, until: float, interval: float, out: multiprocessing.Queue)
 
 def mariadb_cpu_seconds() -> float | None:
     """user+system CPU of the local mariadbd/mysqld, from /proc (None if not found)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for proc in Path("/proc").iterdir():
-        try:
-            if not proc.name.isdigit() or (proc / "comm").read_text().strip() not in (
-                "mariadbd",
-                "mysqld",
-            ):
-                continue
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / tick
-        except OSError:
-            continue
-    return None
+    pid = mariadb_pid()
+    return None if pid is None else cpu_seconds(pid)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -92,7 +92,7 @@ def _migrating(engine: sa.Engine) -> Iterator[sa.Connection]:
 def upgrade(engine: sa.Engine, target: str = "head") -> MigrationReport:
     """Upgrade to ``target`` (idempotent: an up-to-date database is left untouched)."""
     before = current_revision(engine)
-    script = ScriptDirectory.from_config(alembic_config())
+    script = code_revisions()
     with _migrating(engine) as conn:
         command.upgrade(alembic_config(conn), target)
     after = current_revision(engine)

@@ -116,13 +116,6 @@ def fence_namespace(
     start or renewal holding one shared finishes first, and its grant is cut below — then the
     attempts, found by a plain read and updated by primary key (as ``end_session`` does)."""
     now = db_now(conn)
-    # Everything to be cut: dispatch is closed, so no older grant appears after this read.
-    older = sa.select(task_attempts.c.id).where(
-        task_attempts.c.namespace == namespace,
-        task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
-        task_attempts.c.epoch < fence.epoch,
-    )
-    before = set(conn.execute(older).scalars())
     live_sessions = (
         conn.execute(
             sa.select(worker_sessions.c.id)
@@ -137,11 +130,20 @@ def fence_namespace(
     ended = [row.id for row in locked if row.state in LIVE]
     for session_id in ended:
         end_session(conn, session_id, "REVOKED", why, now)
-    # What no session held (grants made without one) and what a session end did not reach.
-    stale = sorted(conn.execute(older).scalars())
+    # Every attempt granted before the fence that is still live: those the session ends cut
+    # (still live, their rows ours until commit), grants made without a session, and what a
+    # session end did not reach — cut here (a no-op for the first).
+    stale = sorted(
+        conn.execute(
+            sa.select(task_attempts.c.id).where(
+                task_attempts.c.namespace == namespace,
+                task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
+                task_attempts.c.epoch < fence.epoch,
+            )
+        ).scalars()
+    )
     cut_leases(conn, stale, now)
-    cut = tuple(sorted(before | set(stale)))
-    result = NamespaceFenced(namespace, len(ended), len(stale), cut)
+    result = NamespaceFenced(namespace, len(ended), len(stale), tuple(stale))
     record_audit(
         conn,
         namespace=namespace,
