@@ -142,6 +142,7 @@ def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
         # No pre-ping: it costs a round trip per transaction. A connection found dead is
         # invalidated and the transaction retried instead (run_transaction).
         pool_recycle=1800,
+        pool_reset_on_return=None,  # _reset_unless_committed below decides
         # Enough warm connections for the server's request threads: opening one costs far
         # more than a transaction (TLS negotiation included).
         pool_size=kwargs.pop("pool_size", POOL_SIZE),
@@ -154,12 +155,14 @@ def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
         with dbapi_conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00', innodb_lock_wait_timeout = 10")
 
+    _reset_unless_committed(engine)
     return engine
 
 
 def _sqlite_engine(url: str, **kwargs: Any) -> sa.Engine:
     kwargs.setdefault("connect_args", {"timeout": 30, "check_same_thread": False})
-    engine = sa.create_engine(url, **kwargs)
+    engine = sa.create_engine(url, pool_reset_on_return=None, **kwargs)
+    _reset_unless_committed(engine)
 
     @event.listens_for(engine, "connect")
     def _pragma(dbapi_conn: Any, _record: Any) -> None:
@@ -178,6 +181,27 @@ def _sqlite_engine(url: str, **kwargs: Any) -> sa.Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+#: Set on a pooled connection's record by :func:`run_transaction` once its COMMIT succeeded.
+_COMMITTED = "orbit_committed"
+
+
+def _reset_unless_committed(engine: sa.Engine) -> None:
+    """Roll back a connection handed back to the pool, unless it has nothing to roll back.
+
+    The pool's own reset-on-return sends ROLLBACK after every transaction, also after one that
+    just committed: one more round trip (and statement) per transaction for nothing. A
+    connection whose transaction :func:`run_transaction` committed, or that
+    :class:`sqlalchemy.Connection` already rolled back, goes back as it is; any other (work
+    left uncommitted, e.g. a raw connection) is rolled back here, its locks released, before
+    anyone else gets it. A failing rollback makes the pool discard the connection."""
+
+    @event.listens_for(engine, "reset")
+    def _reset(dbapi_conn: Any, record: Any, state: Any) -> None:
+        committed = record.info.pop(_COMMITTED, False)
+        if not (state.terminate_only or state.transaction_was_reset or committed):
+            dbapi_conn.rollback()
 
 
 def _mysql_error_code(exc: sa.exc.DBAPIError) -> int | None:
@@ -210,6 +234,7 @@ def run_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
             with conn.begin():
                 result = work(conn)
                 committing = True
+            conn.info[_COMMITTED] = True  # nothing left to roll back when the pool takes it
             return result
         except sa.exc.DBAPIError as exc:
             lost = exc.connection_invalidated or _mysql_error_code(exc) in _CONNECTION_LOST

@@ -143,3 +143,56 @@ def test_an_error_that_is_not_transient_is_raised_at_once_not_retried(engine: sa
         run_transaction(engine, insert_again)
     assert runs == [1]
     assert TRANSACTION_RETRIES.snapshot() == before
+
+
+def _rollbacks_sent(conn: sa.Connection) -> int:
+    """ROLLBACKs this MariaDB session has received (the session's own counter)."""
+    row = conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Com_rollback'").one()
+    return int(row[1])
+
+
+@pytest.mark.mariadb_only
+def test_a_committed_transaction_returns_its_connection_without_another_round_trip(
+    engine: sa.Engine,
+) -> None:
+    """After COMMIT the connection holds nothing: the pool's reset-on-return ROLLBACK would be
+    one more round trip per transaction, for nothing."""
+    url = engine.url.render_as_string(hide_password=False)
+    small = create_store_engine(url, pool_size=1, max_overflow=0)
+    try:
+        name = f"tx-{uuid.uuid4().hex[:8]}"
+        before = run_transaction(small, _rollbacks_sent)
+        run_transaction(
+            small,
+            lambda c: c.execute(namespaces.insert().values(name=name, created_at=sa.func.now())),
+        )
+        after = run_transaction(small, _rollbacks_sent)
+        assert after == before, f"{after - before} ROLLBACK(s) sent after two commits"
+        with small.connect() as conn:
+            found = conn.execute(sa.select(namespaces.c.name).where(namespaces.c.name == name))
+            assert found.scalar_one() == name
+    finally:
+        small.dispose()
+
+
+@pytest.mark.mariadb_only
+def test_a_connection_returned_mid_transaction_is_still_rolled_back(engine: sa.Engine) -> None:
+    """Work left uncommitted on a connection handed back to the pool is undone, and its row
+    locks released, before anyone else gets that connection."""
+    url = engine.url.render_as_string(hide_password=False)
+    small = create_store_engine(url, pool_size=1, max_overflow=0)
+    name = f"ns-{uuid.uuid4().hex[:10]}"
+    try:
+        raw = small.raw_connection()
+        with raw.cursor() as cur:
+            insert = "INSERT INTO namespaces (name, created_at) VALUES (%s, UTC_TIMESTAMP(6))"
+            cur.execute(insert, (name,))
+        raw.close()  # back to the pool, uncommitted
+        with engine.connect() as other:  # not blocked by the insert's locks, and sees no row
+            other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
+            found = other.execute(
+                sa.select(namespaces.c.name).where(namespaces.c.name == name).with_for_update()
+            ).all()
+        assert found == []
+    finally:
+        small.dispose()
