@@ -192,11 +192,11 @@ class AttemptRunner:
             log.error("task %s: no handler %r", ctx.task_id, lease.handler, extra=_x(ctx))
             return unknown_handler_report(lease.handler, sorted(self.handlers))
         began = time.monotonic()
-        log.info("task %s: running %s", ctx.task_id, lease.handler, extra=_x(ctx))
+        # DEBUG: the attempt's one INFO record comes with its report (``report``), so a busy
+        # worker writes one line per task, not three (a share of its CPU is per log record).
+        log.debug("task %s: running %s", ctx.task_id, lease.handler, extra=_x(ctx))
         report = run_handler(registered.fn, ctx, lease.params)
-        elapsed = time.monotonic() - began
-        outcome = report.outcome if report else "stopped"
-        log.info("task %s: %s in %.3fs", ctx.task_id, outcome, elapsed, extra=_x(ctx))
+        attempt.ran_seconds = time.monotonic() - began
         return report
 
     def report(self, attempt: LiveAttempt, report: Report) -> None:
@@ -241,10 +241,12 @@ class AttemptRunner:
                     log.error("task %s: gave up reporting %s", ctx.task_id, report.outcome)
                     return
                 continue
+            ran = "" if attempt.ran_seconds is None else f" in {attempt.ran_seconds:.3f}s"
             log.info(
-                "task %s: reported %s (%s; task now %s)",
+                "task %s: %s%s; reported (%s; task now %s)",
                 ctx.task_id,
                 report.outcome,
+                ran,
                 done.status,
                 done.task_state,
                 extra=_x(ctx),

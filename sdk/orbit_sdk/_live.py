@@ -22,6 +22,8 @@ class LiveAttempt:
     abandoned: bool = False
     #: The handler returned and its outcome is being reported: the report's answer decides.
     reporting: bool = False
+    #: Seconds the handler ran (set when it returned), for the attempt's one outcome record.
+    ran_seconds: float | None = None
     received_at: float = field(default_factory=time.monotonic)
 
 

@@ -3,6 +3,7 @@ and real worker subprocesses (ORBIT.md §6, seed invariants 3, 6, 7)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -41,6 +42,28 @@ def test_a_submitted_task_is_leased_run_and_succeeds(tenant: Tenant, tmp_path: P
     assert done.result["echo"] == {"x": 1}
     assert done.result["generation"] == done.attempts[0].generation
     assert [e.to_state for e in done.events] == ["WAITING", "LEASED", "RUNNING", "SUCCEEDED"]
+
+
+def test_an_attempt_logs_one_info_line_with_its_outcome_duration_and_report(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    """Per attempt, one INFO record (a busy worker's log volume, and a share of its CPU, is per
+    task): the outcome, how long the handler ran, and what the server made of the report."""
+    worker = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path))
+    with Client(tenant.server.url, token=tenant.token) as client:
+        task = client.submit(tenant.namespace, handler="e2e.echo", params={"x": 1})
+        assert client.wait(tenant.namespace, task.id, timeout=30).state == "SUCCEEDED"
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    records = [
+        json.loads(line) for line in (worker.stderr.read() if worker.stderr else b"").splitlines()
+    ]
+    about = [r for r in records if r.get("orbit_task_id") == task.id and r["level"] == "info"]
+    assert len(about) == 1, about
+    (record,) = about
+    assert record["logger"] == "orbit_sdk.worker"
+    assert "succeeded in" in record["msg"] and "task now SUCCEEDED" in record["msg"], record
+    assert record["orbit_attempt_id"] and record["orbit_generation"] == 2
 
 
 def test_a_retryable_failure_is_retried_until_it_succeeds(tenant: Tenant, tmp_path: Path) -> None:
