@@ -8,9 +8,10 @@ worker within one probe interval. A *want* is what a waiting request can run: a 
 pair, or (queue, None) for a worker that runs any handler.
 
 Cost does not grow with the backlog: each want is one ``EXISTS`` on the ready index (the first
-entry of an equality prefix), all of them in one statement; due SCHEDULED rows are read in a
-bounded slice. Read-only, no locks; the answer is a hint (a claim decides), so reading it
-without a snapshot is fine.
+entry of an equality prefix), all of them and the database time in one statement; due
+SCHEDULED rows are read in a bounded slice; queue and quota rows only when something is ready.
+Read-only, no locks; the answer is a hint (a claim decides), so reading it without a snapshot
+is fine.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from orbit_store.clock import as_db_time, utc_now
 from orbit_store.db import force_index
 from orbit_store.schema import tasks
 
@@ -45,22 +47,30 @@ class Readiness:
 
 
 def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> Readiness:
-    """Which of ``wants`` a claim in ``namespace`` could serve now."""
-    claimable, now = claimable_queues(conn, namespace, sorted({q for q, _ in wants}))
-    full = full_queues(conn, namespace, claimable) if claimable else set()
-    open_queues = set(claimable) - full
-    candidates = sorted((w for w in wants if w[0] in open_queues), key=str)
-    if not candidates:
-        return Readiness(frozenset(), now)
+    """Which of ``wants`` a claim in ``namespace`` could serve now.
+
+    Two statements when nothing is ready (the common case: it runs every interval while any
+    request waits, in every server process) — the ready flags with the time, then the due
+    SCHEDULED rows; the queue and quota rows (paused, full) are read only for wants that have
+    work."""
+    wanted = sorted(set(wants), key=str)
     flags = conn.execute(
-        sa.select(*(_ready(namespace, want).label(f"w{i}") for i, want in enumerate(candidates)))
+        sa.select(
+            utc_now().label("db_now"),
+            *(_ready(namespace, want).label(f"w{i}") for i, want in enumerate(wanted)),
+        )
     ).one()
-    satisfied = {want for want, flag in zip(candidates, flags, strict=True) if flag}
-    due = _due_kinds(conn, namespace, sorted({q for q, _ in candidates}), now)
-    for queue, handler in candidates:
+    now = as_db_time(conn, flags[0])
+    satisfied = {want for want, flag in zip(wanted, flags[1:], strict=True) if flag}
+    due = _due_kinds(conn, namespace, sorted({q for q, _ in wanted}), now) if wanted else set()
+    for queue, handler in wanted:
         if any(q == queue and (handler is None or h == handler) for q, h in due):
             satisfied.add((queue, handler))
-    return Readiness(frozenset(satisfied), now)
+    if not satisfied:
+        return Readiness(frozenset(), now)
+    claimable, _ = claimable_queues(conn, namespace, sorted({q for q, _ in satisfied}))
+    open_queues = set(claimable) - (full_queues(conn, namespace, claimable) if claimable else set())
+    return Readiness(frozenset(w for w in satisfied if w[0] in open_queues), now)
 
 
 def _ready(namespace: str, want: Want) -> sa.Exists:

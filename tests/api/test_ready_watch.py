@@ -8,6 +8,7 @@ store that this process's in-memory wake-ups never hear of."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,12 @@ import sqlalchemy as sa
 
 from orbit.api.ready_watch import ReadyWatch
 from orbit.api.wakeups import Wakeups
+from orbit_store.db import run_transaction
 from orbit_store.pulse import service
+from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.model import QueuePolicy
+from orbit_store.pulse.queues import put_queue
+from orbit_store.pulse.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.readiness import readiness
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import tasks
@@ -152,3 +158,54 @@ def test_a_backlog_nobody_waiting_can_run_costs_the_probe_nothing(
         }
     assert served.satisfied == frozenset()
     assert reads["Handler_read_next"] + reads["Handler_read_rnd_next"] < 50, reads
+
+
+def _statements_sent(conn: sa.Connection) -> int:
+    return int(conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Questions'").one()[1])
+
+
+def test_a_probe_that_finds_nothing_ready_costs_two_statements(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    """The probe runs every interval while any request waits, in every server process: when
+    nothing is ready (the common case) it reads the ready flags and the time in one statement
+    and the due scheduled rows in another; queue and quota rows only once something is ready."""
+    submit_elsewhere(mariadb_engine, namespace, "x", delay_seconds=3600)  # not due, nor wanted
+    with mariadb_engine.connect() as conn:
+        before = _statements_sent(conn)
+        served = readiness(conn, namespace, {("default", "h"), ("default", None), ("q2", "h")})
+        sent = _statements_sent(conn) - before - 1  # not counting the SHOW itself
+    assert served.satisfied == frozenset()
+    assert sent == 2
+
+
+def test_a_paused_queue_s_ready_task_wakes_nobody(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    run_transaction(
+        mariadb_engine,
+        functools.partial(put_queue, namespace=namespace, policy=QueuePolicy("p", paused=True)),
+    )
+    request = SubmitRequest(namespace=namespace, queue="p", handler="h")
+    service.submit(mariadb_engine, request)
+    submit_elsewhere(mariadb_engine, namespace, "h")
+    with mariadb_engine.connect() as conn:
+        served = readiness(conn, namespace, {("p", "h"), ("p", None), ("default", "h")})
+    assert served.satisfied == frozenset({("default", "h")})
+
+
+def test_a_queue_whose_running_quota_is_full_wakes_nobody(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    spec = QuotaSpec(name="cap", queue="default", max_running=1)
+    run_transaction(mariadb_engine, functools.partial(put_quota, namespace=namespace, spec=spec))
+    submit_elsewhere(mariadb_engine, namespace, "h")
+    with mariadb_engine.connect() as conn:
+        assert readiness(conn, namespace, {("default", "h")}).satisfied == {("default", "h")}
+    run_transaction(
+        mariadb_engine,
+        functools.partial(claim_tasks, namespace=namespace, queues_=["default"], limit=1),
+    )
+    submit_elsewhere(mariadb_engine, namespace, "h")  # ready, but the quota allows no grant
+    with mariadb_engine.connect() as conn:
+        assert readiness(conn, namespace, {("default", "h")}).satisfied == frozenset()
