@@ -1,4 +1,4 @@
-"""One leased attempt, start to report, on its own thread: start → handler → complete.
+"""One leased attempt, start to report, on an attempt thread: start → handler → complete.
 A grant the server started with the lease (``Lease.started``, worker protocol 3) skips the start.
 
 Kept apart from the worker's lifecycle code so the rules for a single attempt -- when the handler
@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from . import _calls
+from ._attempt_threads import AttemptThreads
 from ._lease_deadline import report_timeout_passed
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
@@ -69,15 +70,12 @@ class AttemptRunner:
         #: Set by the worker when it runs: starts and reports then go in batched calls.
         self.starts: CallBatcher | None = None
         self.reports: CallBatcher | None = None
+        self.threads: AttemptThreads[LiveAttempt] = AttemptThreads(self.run)
 
-    def spawn(self, attempt: LiveAttempt) -> threading.Thread:
+    def spawn(self, attempt: LiveAttempt) -> None:
+        """Run ``attempt`` on an attempt thread (an idle one, or a new one)."""
         self.live.add(attempt)
-        thread = threading.Thread(
-            target=self.run, args=(attempt,), name=f"orbit-attempt-{attempt.lease.attempt_id}"
-        )
-        thread.daemon = True
-        thread.start()
-        return thread
+        self.threads.submit(attempt)
 
     def run(self, attempt: LiveAttempt) -> None:
         ctx = attempt.ctx

@@ -1,11 +1,12 @@
-"""The worker runtime: a session, leases, one thread per held attempt, heartbeats, drain.
+"""The worker runtime: a session, leases, a thread per held attempt, heartbeats, drain.
 
 Threads and why:
 
 - the **lease thread** long-polls for as many tasks as there are free slots. It is separate from
   the thread that called ``run()`` so a stop request never waits for a long poll to return;
-- one daemon **attempt thread** per lease (at most ``concurrency``): start, handler, report.
-  Daemon, so a handler that ignores every stop signal cannot keep the process alive after
+- one daemon **attempt thread** per held attempt (``_attempt_threads``: kept for the next
+  attempt while idle, never more than the attempts held): start, handler, report. Daemon, so
+  a handler that ignores every stop signal cannot keep the process alive after
   ``drain_timeout`` -- its lease lapses when the session closes and the server applies the
   task's safety rules (retry if safe, NEEDS_REVIEW if not);
 - the **heartbeat thread** renews every held lease and the session in one batched call.
