@@ -83,7 +83,8 @@ def create_session(
     body: schemas.SessionCreate, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.Session:
     """A worker that names ``handlers`` is granted only their tasks; re-registering a worker
-    name closes its older live session."""
+    name closes its older live session. A resent registration carrying the same
+    ``registration_key`` answers the session it already opened (whatever its state now)."""
     authorize(credential, body.namespace, Role.WORK)
     view = service.register(
         ctx.engine,
@@ -96,6 +97,7 @@ def create_session(
             pod_uid=body.pod_uid,
             require_registered_pod=ctx.settings.require_registered_pods,
             handlers=body.handlers,
+            registration_key=body.registration_key,
         ),
     )
     return _session(ctx, view)

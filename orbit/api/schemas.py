@@ -186,6 +186,16 @@ class SessionCreate(Strict):
     )
     ttl_seconds: int = Field(60, ge=5, le=3600)
     pod_uid: str | None = Field(None, max_length=64)
+    registration_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="A key of the client's, new for each registration it means to make and "
+        "the same on every resend of it: a copy that arrives after the registration opened "
+        "its session answers that session instead of replacing it. Omitted (older clients): "
+        "every copy opens a new session.",
+        examples=["9f0c2d7e-3c1b-4c39-9a52-1d6a2f0b8e11"],
+    )
 
 
 class Session(Out):

@@ -86,13 +86,23 @@ def register_session(
     pod_uid: str | None = None,
     require_registered_pod: bool = False,
     handlers: list[str] | None = None,
+    registration_key: str | None = None,
 ) -> WorkerSession:
     """Open a session. The same worker name re-registering closes its older live sessions.
+
+    ``registration_key`` (the client's, one per registration it means to make): a copy of a
+    registration that already opened a session — a resend whose first try reached the database
+    late — answers that session, whatever its state, and changes nothing. Without it a late
+    copy would replace the session the worker is using and lapse the leases it is running.
 
     In cluster mode the pod's row is read under a shared lock: a pod deletion in flight either
     commits first (this registration is refused) or waits and then revokes this session too.
     Two registrations of one name racing: the loser hits the live-name unique key and raises
     IntegrityError; ``service.register`` runs it again, which then replaces the winner."""
+    if registration_key is not None:
+        made = _registered(conn, namespace, worker_name, registration_key)
+        if made is not None:
+            return made
     now = db_now(conn)
     pool = node = None
     if pod_uid is not None or require_registered_pod:
@@ -133,6 +143,7 @@ def register_session(
             queues=queues,
             handlers=sorted(set(handlers)) if handlers is not None else None,
             live_worker_name=worker_name,
+            registration_key=registration_key,
             created_at=now,
             renewed_at=now,
             expires_at=now + dt.timedelta(seconds=ttl_seconds),
@@ -147,6 +158,29 @@ def register_session(
         now + dt.timedelta(seconds=ttl_seconds),
         sorted(set(handlers)) if handlers is not None else None,
     )
+
+
+def _registered(
+    conn: sa.Connection, namespace: str, worker_name: str, registration_key: str
+) -> WorkerSession | None:
+    """The session ``registration_key`` already opened, if any (locked: an end in flight
+    commits first or waits)."""
+    row = conn.execute(
+        sa.select(worker_sessions)
+        .where(
+            worker_sessions.c.namespace == namespace,
+            worker_sessions.c.registration_key == registration_key,
+        )
+        .with_for_update(read=True)
+    ).one_or_none()
+    if row is None:
+        return None
+    if row.worker_name != worker_name:
+        raise Conflict(
+            f"registration_key {registration_key!r} opened a session of worker "
+            f"{row.worker_name!r}, not {worker_name!r}: send a new key with each registration"
+        )
+    return _view(row)
 
 
 def lock_session(conn: sa.Connection, namespace: str, session_id: str) -> sa.Row[Any]:

@@ -59,7 +59,11 @@ worker_sessions = sa.Table(
     sa.Column("expires_at", UtcDateTime, nullable=False),
     sa.Column("ended_at", UtcDateTime, nullable=True),
     sa.Column("end_reason", sa.String(KEY_LENGTH), nullable=True),
+    # The client's key for the registration that opened this session: a late copy of that
+    # registration answers this session instead of replacing it (sessions.register_session).
+    sa.Column("registration_key", sa.String(64), nullable=True),
     sa.Index("ix_worker_sessions_expiry", "state", "expires_at"),
+    sa.Index("uq_worker_sessions_registration_key", "namespace", "registration_key", unique=True),
     sa.Index("ix_worker_sessions_pod", "pod_uid"),
     sa.Index("ix_worker_sessions_worker", "namespace", "worker_name"),
     sa.UniqueConstraint("namespace", "live_worker_name"),

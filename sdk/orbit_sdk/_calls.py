@@ -183,15 +183,19 @@ def create_session(
     ttl_seconds: int,
     pod_uid: str | None,
     handlers: list[str] | None = None,
+    registration_key: str | None = None,
 ) -> Call:
-    # Resending is harmless: a second registration under the same worker name closes the first.
-    # ``handlers``: the server grants only tasks of these (None: any handler).
+    # ``registration_key``: the same on every resend of this registration, so a copy that
+    # reaches the server late answers the session it opened instead of replacing the one the
+    # worker uses. ``handlers``: the server grants only tasks of these (None: any handler).
     body: dict[str, Any] = {
         "namespace": namespace,
         "worker_name": worker_name,
         "queues": queues,
         "ttl_seconds": ttl_seconds,
     }
+    if registration_key is not None:
+        body["registration_key"] = registration_key
     if handlers is not None:
         body["handlers"] = handlers
     if pod_uid:

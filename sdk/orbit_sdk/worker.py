@@ -24,6 +24,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import TypeVar
@@ -352,6 +353,9 @@ class Worker:
     def _register_until_ok(self) -> bool:
         """Open a session, retrying while the server is unreachable; False if stopped first."""
         backoff = Backoff(maximum=5.0)  # short: a signal is only noticed between tries
+        # One key for this registration, on every resend: a copy the server handles late
+        # answers the session it opened rather than replacing the one we then hold.
+        key = str(uuid.uuid4())
         while not self._stopping.is_set() and not self._signals:
             try:
                 call = _calls.create_session(
@@ -361,8 +365,19 @@ class Worker:
                     self.session_ttl_seconds,
                     self.pod_uid,
                     handlers=sorted(self._handlers),  # granted only tasks it can run
+                    registration_key=key,
                 )
-                self._session = Session.model_validate(self.send(call).json())
+                session = Session.model_validate(self.send(call).json())
+                if session.state != "ACTIVE":  # this registration's session ended meanwhile
+                    log.warning(
+                        "worker %s: session %s is %s already; registering anew",
+                        self.name,
+                        session.id,
+                        session.state,
+                    )
+                    key = str(uuid.uuid4())
+                    continue
+                self._session = session
             except Exception as exc:
                 if not is_transient(exc):
                     self._fatal(exc)

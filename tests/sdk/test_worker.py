@@ -4,6 +4,7 @@ flight is tested against the real server (tests/e2e/test_worker_e2e.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from orbit_sdk import RetryPolicy, TaskContext, Unauthorized, Worker, _calls
 
 from .conftest import Fault, Faults, problem
+from .test_models import SESSION
 
 ONE_TRY = RetryPolicy(max_attempts=1)
 
@@ -124,3 +126,40 @@ def test_only_an_unsafe_declaration_is_sent_at_start() -> None:
     assert _calls.start_attempt("a1", "tok", "unsafe").json == {"token": "tok", "safety": "unsafe"}
     assert _calls.start_attempt("a1", "tok", "safe").json == {"token": "tok"}
     assert _calls.start_attempt("a1", "tok").json == {"token": "tok"}
+
+
+def _registrations(faults: Faults, at_least: int) -> list[Any]:
+    deadline = time.monotonic() + 10
+    while len(faults.requests) < at_least and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sent = list(faults.requests)  # the worker may still be sending
+    return [json.loads(r.content) for r in sent if r.url.path == "/v1/worker-sessions"]
+
+
+def test_every_resend_of_a_registration_carries_its_one_key() -> None:
+    """A copy the server handles late must answer the session this registration opened, not
+    replace the one the worker then holds (the server matches them by this key)."""
+    w, faults = worker()  # unreachable: the worker keeps resending its registration
+    thread = w.run_in_thread()
+    try:
+        sent = _registrations(faults, 3)
+    finally:
+        w.stop()
+        thread.join(5)
+    keys = {body["registration_key"] for body in sent}
+    assert len(sent) >= 3 and len(keys) == 1 and all(keys)
+
+
+def test_a_registration_answered_with_an_ended_session_registers_anew_with_a_new_key() -> None:
+    ended = httpx.Response(200, json={**SESSION, "id": "old", "state": "CLOSED"})
+    active = httpx.Response(200, json={**SESSION, "id": "new"})
+    w, faults = worker(success=lambda request: active, script=[ended])
+    thread = w.run_in_thread()
+    try:
+        assert w.wait_ready(10)
+        sent = _registrations(faults, 2)[:2]
+    finally:
+        w.stop()
+        thread.join(5)
+    assert w.session is not None and w.session.id == "new"
+    assert sent[0]["registration_key"] != sent[1]["registration_key"]
