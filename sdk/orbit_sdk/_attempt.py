@@ -25,7 +25,7 @@ from ._report_buffer import CallBatcher
 from ._transport import Call
 from .context import TaskContext
 from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
-from .models import CompletionResponse, StartResponse
+from .models import CompletionResponse, Lease, StartResponse
 
 log = logging.getLogger("orbit_sdk.worker")
 
@@ -41,6 +41,15 @@ def is_transient(exc: Exception) -> bool:
     if isinstance(exc, OrbitError):
         return exc.status >= 500 or exc.client_side
     return True  # unexpected client-side failures (e.g. a closed pool during shutdown)
+
+
+def _report_backoff(lease: Lease) -> Backoff:
+    """Retries of a report come at least every third of the lease. After a server outage a
+    lease gets only its own length of grace once service resumes (``orbit_store.pulse.outages``):
+    a report still waiting out a longer backoff then arrives after the lease lapsed, and a task
+    that finished runs again."""
+    length = lease.lease_remaining_seconds or 30.0  # older servers: the default lease
+    return Backoff(maximum=min(15.0, max(0.5, length / 3)))
 
 
 def _x(ctx: TaskContext) -> dict[str, Any]:
@@ -202,7 +211,7 @@ class AttemptRunner:
         ``duplicate`` are success; ``stale-attempt`` means the server kept it as evidence only.
         A rejected body (422, or 413 for a result over the size limit) is re-sent once as a plain
         failure so the task does not hang."""
-        ctx, backoff, fell_back = attempt.ctx, Backoff(), False
+        ctx, backoff, fell_back = attempt.ctx, _report_backoff(attempt.lease), False
         began = time.monotonic()
         while True:
             try:
