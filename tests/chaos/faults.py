@@ -99,7 +99,8 @@ class Injector:
         """Inject faults until ``until`` (monotonic) and at least ``min_faults`` were injected,
         but never past ``hard_stop``. One stream per part of the system (servers, database,
         workers), each with its own seeded schedule: each injects every one of its kinds once
-        first (so even a short run sees them all), then kinds drawn by weight, one fault at a
+        first (so even a short run sees them all; a kind skipped because its target was not
+        there is tried again later), then kinds drawn by weight, one fault at a
         time within its part (worker pauses run alongside)."""
         streams = [
             threading.Thread(
@@ -131,6 +132,7 @@ class Injector:
             enough = part != "workers" or sum(self.log.counts().values()) >= min_faults
             if now >= hard_stop or (now >= until and not first and enough):
                 return
+            from_first = bool(first)
             kind = first.pop(0) if first else rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
             if kind in SPACED and now - last.get(kind, -1e9) < SPACED[kind]:
                 kind = CHEAP[part]  # the system must spend most of its time up, not recovering
@@ -148,7 +150,12 @@ class Injector:
                 thread.start()
                 self.threads.append(thread)
             else:
+                injected = self.log.counts()[kind]
                 self._run_one(plan)
+                if from_first and self.log.counts()[kind] == injected:
+                    # Skipped (e.g. a replica kill while the other replica is still starting on
+                    # a loaded machine): try it again later, so every kind is injected once.
+                    first.append(kind)
 
     def settle(self, timeout: float = 120) -> None:
         """Wait for every fault to be undone (replicas and MariaDB up, workers resumed)."""
