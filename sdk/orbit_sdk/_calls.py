@@ -243,16 +243,11 @@ def start_attempt(attempt_id: str, token: str, safety: str | None = None) -> Cal
     return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/start", json=body)
 
 
-def heartbeat(
-    session_id: str | None,
-    items: list[tuple[str, str]],
-    retry: RetryPolicy,
-    timeout: float | None = None,
-) -> Call:
+def heartbeat(session_id: str | None, items: list[tuple[str, str]], retry: RetryPolicy) -> Call:
     body: dict[str, Any] = {"items": [{"attempt_id": a, "token": t} for a, t in items]}
     if session_id is not None:
         body["session_id"] = session_id
-    return Call("POST", "/v1/attempts/heartbeat", json=body, retry=retry, timeout=timeout)
+    return Call("POST", "/v1/attempts/heartbeat", json=body, retry=retry)
 
 
 def complete_attempt(

@@ -2,8 +2,8 @@
 
 Batched because a worker with many slots would otherwise send one request per attempt per
 interval; and the session rides along so a busy worker never needs a separate renewal call.
-Each beat gets a retry budget shorter than the interval and a request timeout of the interval
-(at least 2 s), so a slow or silent server delays the next beat instead of stacking them up.
+Each beat gets a retry budget shorter than the interval, so a slow server delays the next beat
+instead of stacking them up.
 """
 
 from __future__ import annotations
@@ -59,12 +59,8 @@ class Heartbeater:
         chunks = [pairs[i : i + MAX_ITEMS] for i in range(0, len(pairs), MAX_ITEMS)] or [[]]
         interval = worker.effective_heartbeat_interval()
         retry = RetryPolicy(max_attempts=3, max_backoff=1.0, max_elapsed=max(interval / 2, 1.0))
-        # A beat that hangs (a connection nobody answers, e.g. to a replica killed while it
-        # started) is given up after the interval, so the next one goes out on time: after an
-        # outage a lease has only its own length of grace to be renewed in.
-        timeout = max(interval, 2.0)
         for index, chunk in enumerate(chunks):
-            call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry, timeout)
+            call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry)
             sent_at = time.monotonic()
             try:
                 answer = HeartbeatResponse.model_validate(worker.send(call).json())
@@ -77,7 +73,7 @@ class Heartbeater:
                 log.warning("worker %s: session refused on heartbeat: %s", worker.name, exc)
                 worker.session_ended("UNKNOWN")
                 session_id = None
-                call = _calls.heartbeat(None, chunk, retry, timeout)
+                call = _calls.heartbeat(None, chunk, retry)
                 try:
                     answer = HeartbeatResponse.model_validate(worker.send(call).json())
                 except Exception as again:
