@@ -102,6 +102,7 @@ class PulseDriver:
         ttl_seconds: int = 600,
         handlers: list[str] | None = None,
         queues: list[str] | None = None,
+        registration_key: str | None = None,
     ) -> WorkerSession:
         self._session = self.tx(
             lambda c: register_session(
@@ -111,6 +112,7 @@ class PulseDriver:
                 queues=queues or ["default"],
                 ttl_seconds=ttl_seconds,
                 handlers=handlers,
+                registration_key=registration_key,
             )
         )
         return self._session

@@ -8,13 +8,7 @@ import pytest
 
 from orbit_store.errors import Conflict
 from orbit_store.pulse.model import LeaseGrant, RenewStatus, Safety
-from orbit_store.pulse.sessions import (
-    WorkerSession,
-    close_session,
-    drain_session,
-    register_session,
-    renew_session,
-)
+from orbit_store.pulse.sessions import close_session, drain_session, renew_session
 
 from .pulse_driver import PulseDriver
 
@@ -117,18 +111,6 @@ def test_renewing_an_ended_session_is_a_conflict_that_renews_nothing(pulse: Puls
         pulse.tx(functools.partial(renew_session, namespace=pulse.namespace, session_id=session.id))
 
 
-def _register(pulse: PulseDriver, key: str | None, name: str = "worker-1") -> WorkerSession:
-    return pulse.tx(
-        functools.partial(
-            register_session,
-            namespace=pulse.namespace,
-            worker_name=name,
-            queues=["default"],
-            registration_key=key,
-        )
-    )
-
-
 def test_a_late_copy_of_a_registration_returns_its_session_and_ends_nothing(
     pulse: PulseDriver,
 ) -> None:
@@ -136,21 +118,21 @@ def test_a_late_copy_of_a_registration_returns_its_session_and_ends_nothing(
     the resend opened the session the worker now uses. The copy carries the same key: it
     answers that session instead of replacing it, whose leases would lapse under a worker that
     is still running them (found by the chaos run: a safe task re-run after it finished)."""
-    session = _register(pulse, "reg-1")
+    session = pulse.session(registration_key="reg-1")
     pulse.submit()
     grant = pulse.claim_one(session_id=session.id)
-    late = _register(pulse, "reg-1")
+    late = pulse.session(registration_key="reg-1")
     assert late == session
     assert pulse.attempts(grant.task_id)[0].state == "LEASED", "its lease was not cut"
 
 
 def test_a_new_registration_key_still_replaces_the_older_session(pulse: PulseDriver) -> None:
-    first = _register(pulse, "reg-1")
-    second = _register(pulse, "reg-2")
+    first = pulse.session(registration_key="reg-1")
+    second = pulse.session(registration_key="reg-2")
     assert second.id != first.id and second.generation == first.generation + 1
 
 
 def test_a_registration_key_of_another_worker_s_session_is_refused(pulse: PulseDriver) -> None:
-    _register(pulse, "reg-1", name="worker-1")
+    pulse.session("worker-1", registration_key="reg-1")
     with pytest.raises(Conflict, match="registration_key"):
-        _register(pulse, "reg-1", name="worker-2")
+        pulse.session("worker-2", registration_key="reg-1")
