@@ -180,7 +180,7 @@ class Cluster:
             "ORBIT_NAMESPACE": NAMESPACE,
             "CHAOS_LEDGER_URL": self.ledger_url,
             "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}",
-            "ORBIT_LOG_LEVEL": "WARNING",
+            "ORBIT_LOG_LEVEL": os.environ.get("CHAOS_WORKER_LOG_LEVEL", "INFO"),
         }
         log = (self.root / "workers.log").open("ab")
         process = subprocess.Popen(

@@ -4,12 +4,14 @@ KopfRunner's thread against MariaDB, once per session. Each test works in its ow
 its rows in the shared database are its own. Tests drive the API over HTTP as kubectl would and
 assert by polling with a deadline.
 
-Set ORBIT_TEST_OPERATOR_LOG=PATH to keep Kopf's verbose log of the session.
+Set ORBIT_TEST_OPERATOR_LOG=PATH to keep Kopf's verbose log of the session. A failing test
+shows the operator's last log lines (INFO and up) beside its own output.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import socket
 import sys
@@ -35,6 +37,10 @@ ORBIT = "orbit.dev/v1alpha1"
 RESYNC_SECONDS = "1"
 RETRY_SECONDS = "1"
 SERVER_URL = "http://orbit.test:8080"
+# A deadline generous enough for a loaded CI machine (two test processes beside a chaos run):
+# polls return as soon as the condition holds, so only a failure waits this long.
+WAIT_SECONDS = 45.0
+OPERATOR_LOG_TAIL = 80
 
 T = TypeVar("T")
 
@@ -45,7 +51,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(what: str, check: Callable[[], T], timeout: float = 20.0) -> T:
+def wait_for(what: str, check: Callable[[], T], timeout: float = WAIT_SECONDS) -> T:
     """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -285,6 +291,7 @@ def operator(
     args += ["-m", "orbit_operator", str(LOGIN_MODULE)]
     runner = KopfRunner(args, registry=kopf.OperatorRegistry(), timeout=60)
     runner.__enter__()
+    _keep_operator_log(tmp_path_factory.mktemp("operator-log") / "operator.log")
 
     def stop() -> None:
         runner.__exit__(None, None, None)
@@ -296,6 +303,43 @@ def operator(
     wait_for("the operator's liveness probe", lambda: _alive(liveness), timeout=30)
     yield runner
     RUNNING.stop_all()
+
+
+class _OperatorLog:
+    """Where the running operator's log goes (KopfRunner's own output is only read at exit)."""
+
+    path: Path | None = None
+
+
+def _keep_operator_log(path: Path) -> None:
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(
+        logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s %(k8s_ref)s %(message)s", defaults={"k8s_ref": ""}
+        )
+    )
+    for name in ("kopf", "orbit_operator", "orbit"):
+        logging.getLogger(name).addHandler(handler)
+    _OperatorLog.path = path
+
+    def forget() -> None:
+        for name in ("kopf", "orbit_operator", "orbit"):
+            logging.getLogger(name).removeHandler(handler)
+        handler.close()
+        _OperatorLog.path = None
+
+    RUNNING.add(forget)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    path = _OperatorLog.path
+    if report.failed and call.when == "call" and path is not None and path.exists():
+        tail = path.read_text(errors="replace").splitlines()[-OPERATOR_LOG_TAIL:]
+        report.sections.append(("operator log (last lines)", "\n".join(tail)))
 
 
 def _alive(url: str) -> bool:
