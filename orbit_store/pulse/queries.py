@@ -15,6 +15,8 @@ from orbit_store.schema import task_attempts, task_events, tasks
 from .routing import WAITING_REASONS, LiveWorkers, live_workers
 
 MAX_PAGE = 500
+#: Tries at reading a task and its history as one committed state (``get_task``).
+DETAIL_READS = 5
 
 
 @dataclass(frozen=True)
@@ -124,21 +126,31 @@ def get_task_view(
 
 
 def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | None:
-    row = conn.execute(
-        sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
-    ).one_or_none()
-    if row is None:
-        return None
-    attempts = conn.execute(
-        sa.select(task_attempts)
-        .where(task_attempts.c.task_id == task_id)
-        .order_by(task_attempts.c.generation)
-    )
-    events = conn.execute(
-        sa.select(task_events)
-        .where(task_events.c.task_id == task_id)
-        .order_by(task_events.c.state_version)
-    )
+    """The task with its attempts and events, as of one committed state (invariant 4).
+
+    The three reads are separate statements under READ COMMITTED, so a transition committing
+    between them would pair a LEASED task with its already LAPSED attempt. Every transition
+    writes the task's new ``state_version`` and its event in one transaction, so the reads
+    agree exactly when the newest event carries the task's version; otherwise they are made
+    again (a task changing faster than three reads, every time, is returned as last read)."""
+    for _ in range(DETAIL_READS):
+        row = conn.execute(
+            sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)
+        ).one_or_none()
+        if row is None:
+            return None
+        attempts = conn.execute(
+            sa.select(task_attempts)
+            .where(task_attempts.c.task_id == task_id)
+            .order_by(task_attempts.c.generation)
+        ).all()
+        events = conn.execute(
+            sa.select(task_events)
+            .where(task_events.c.task_id == task_id)
+            .order_by(task_events.c.state_version)
+        ).all()
+        if not events or events[-1].state_version == row.state_version:
+            break
     workers = live_workers(conn, namespace) if row.state == "WAITING" else None
     return TaskDetail(
         task=_task_view(row, workers),
