@@ -133,6 +133,7 @@ def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | 
     writes the task's new ``state_version`` and its event in one transaction, so the reads
     agree exactly when the newest event carries the task's version; otherwise they are made
     again (a task changing faster than three reads, every time, is returned as last read)."""
+    row: Any = None
     for _ in range(DETAIL_READS):
         row = conn.execute(
             sa.select(tasks).where(tasks.c.id == task_id, tasks.c.namespace == namespace)

@@ -16,7 +16,7 @@ from .pulse_driver import PulseDriver
 
 def _commit_once_before_the_attempts_read(conn: sa.Connection, work: Any) -> None:
     """Run ``work`` (in its own transaction) just before ``conn`` reads the task's attempts."""
-    fired = []
+    fired: list[bool] = []
 
     def before(_c: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if not fired and "FROM task_attempts" in statement:
