@@ -32,6 +32,7 @@ from orbit_store.db import create_store_engine
 from orbit_store.schema import task_attempts, tasks, workflow_instances
 
 from . import ledger as ledger_db
+from . import timeline
 from .cluster import NAMESPACE, ORBIT, ROOT, Cluster
 from .faults import FaultLog
 from .load import Acked
@@ -43,6 +44,8 @@ UNSETTLED = ("WAITING", "LEASED", "RUNNING")
 class Verdict:
     counts: dict[str, Any] = field(default_factory=dict)
     violations: dict[str, list[Any]] = field(default_factory=dict)
+    #: Timelines of the first flagged tasks (``timeline.explain``).
+    stories: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -53,7 +56,7 @@ class Verdict:
         lines += [
             f"  VIOLATION {k}: {len(v)} e.g. {v[:3]}" for k, v in self.violations.items() if v
         ]
-        return "\n".join(lines)
+        return "\n".join(lines + self.stories)
 
 
 def unsettled_tasks(cluster: Cluster) -> int:
@@ -164,6 +167,13 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
     verdict.violations["unsafe_run_twice"] = unsafe_twice
     verdict.violations["stale_effects"] = stale
     verdict.violations["rerun_after_finish_unexplained"] = reruns_unexplained
+    flagged = [t for t, *_ in reruns_unexplained] + [t for t, _ in unsafe_twice]
+    if flagged:
+        with engine.connect() as conn:
+            verdict.stories = [
+                timeline.explain(conn, cluster.root, t, effects[t], faults) for t in flagged[:3]
+            ]
+    engine.dispose()
 
     verified = subprocess.run(
         [ORBIT, "admin", "verify", "--database-url", cluster.database_url],
