@@ -21,6 +21,7 @@ from orbit_sdk import Task, TaskState, TimeoutExpired
 from . import paging, task_bulk
 from .exits import ExitCode, for_state
 from .inputs import read_json
+from .interrupt import CtrlC
 from .output import Output, OutputFormat, plain, print_item, print_list, print_rows
 from .remote import DEFAULT_SERVER, Namespace, Reason, Remote, Server, Token, remote
 from .task_views import TASK_COLUMNS, describe_task, event_line
@@ -212,14 +213,16 @@ def _watch_list(
     """Print the list, then each task again whenever its state_version changes; Ctrl-C ends."""
     seen: dict[str, int] = {}
     try:
-        while True:
-            changed = [t for t in reversed(items) if seen.get(t.id) != t.state_version]
-            if changed:
-                print_rows(changed, TASK_COLUMNS, output, header=not seen)
-                seen.update((t.id, t.state_version) for t in changed)
-            time.sleep(interval)
-            items = fetch()
-    except KeyboardInterrupt:
+        with CtrlC() as ctrl_c:
+            while True:
+                changed = [t for t in reversed(items) if seen.get(t.id) != t.state_version]
+                if changed:
+                    print_rows(changed, TASK_COLUMNS, output, header=not seen)
+                    seen.update((t.id, t.state_version) for t in changed)
+                if ctrl_c.wait(interval):
+                    return
+                items = fetch()
+    except KeyboardInterrupt:  # pressed twice: a request in flight was interrupted
         return
 
 
