@@ -19,11 +19,14 @@ from orbit_store.clock import db_now
 from orbit_store.schema import server_replicas
 
 #: How often a replica records that it is serving.
-BEAT_SECONDS = 1.0
-#: Silence after which a replica no longer counts as serving: three missed beats. Erring short
+BEAT_SECONDS = 0.5
+#: Silence after which a replica no longer counts as serving: four missed beats. Erring short
 #: is cheap (a dead worker's lease is lapsed ``lease_seconds`` later than it could have been);
-#: erring long is not (a database outage of a few seconds would lapse leases nobody could renew).
-SILENCE_SECONDS = 3.0
+#: erring long is not: a database outage shorter than this records no gap, yet a lease renewed
+#: a heartbeat (a third of the lease) before it began runs out inside it once it lasts two
+#: thirds of the lease — 2 s for a 3 s lease, which a MariaDB crash recovery on a loaded
+#: machine reaches. Such a lease would lapse although nobody could have renewed it.
+SILENCE_SECONDS = 2.0
 #: Rows of replicas gone this long are deleted (a restart adds a row; this bounds the table).
 KEEP_DAYS = 7
 
