@@ -80,13 +80,14 @@ def _epoch(at: Any) -> float:
 
 def explains(fault: dict[str, Any], end_at: float, rerun_at: float) -> bool:
     """Whether a fault of the finishing worker explains a re-run after its ``end`` effect (at
-    ``end_at``; the next generation's first effect at ``rerun_at``): a kill or pause from just
-    before the write until the re-run stopped its report. A pause counts over its whole length:
+    ``end_at``; the next generation's first effect at ``rerun_at``): a kill or pause from
+    shortly before the write until the re-run stopped its report. A pause counts over its whole length:
     a worker stopped between its lease check and its write writes when it resumes, after its
     lease lapsed — accepted while no successor has begun, the task still runs again."""
     began = fault["at"]
     ended = began + fault.get("seconds", 0.0)
-    return ended >= end_at - 1 and began <= rerun_at + 0.5
+    # Two seconds of slack: a worker resumed on a loaded machine takes a while to write.
+    return ended >= end_at - 2 and began <= rerun_at + 0.5
 
 
 def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
@@ -173,7 +174,7 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
             blamed = [f for f in faults.for_pid(pid) if explains(f, at, rerun_at)]
             if blamed:
                 reruns_explained += 1
-                spanning += any(f["at"] < at - 1 for f in blamed)
+                spanning += all(f["at"] < at - 1 for f in blamed)  # the old rule's miss
             else:
                 reruns_unexplained.append((task_id, g, pid))
     verdict.violations["unsafe_run_twice"] = unsafe_twice
@@ -229,7 +230,7 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
             "ledger_effects": len(rows),
             "late_writes_stopped_only_by_fence": fenced,
             "safe_reruns_after_finish_explained_by_worker_fault": reruns_explained,
-            "of_them_by_a_pause_begun_before_the_write": spanning,
+            "of_them_only_by_a_pause_begun_before_the_write": spanning,
             "verify_exit": verified.returncode,
         }
     )
