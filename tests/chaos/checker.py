@@ -81,9 +81,9 @@ def _epoch(at: Any) -> float:
 def explains(fault: dict[str, Any], end_at: float, rerun_at: float) -> bool:
     """Whether a fault of the finishing worker explains a re-run after its ``end`` effect (at
     ``end_at``; the next generation's first effect at ``rerun_at``): a kill or pause from
-    shortly before the write until the re-run stopped its report. A pause counts over its whole length:
-    a worker stopped between its lease check and its write writes when it resumes, after its
-    lease lapsed — accepted while no successor has begun, the task still runs again."""
+    shortly before the write until the re-run stopped its report. A pause counts over its whole
+    length: a worker stopped between its lease check and its write writes when it resumes,
+    after its lease lapsed — accepted while no successor has begun, the task still runs again."""
     began = fault["at"]
     ended = began + fault.get("seconds", 0.0)
     # Two seconds of slack: a worker resumed on a loaded machine takes a while to write.
