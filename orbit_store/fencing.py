@@ -80,6 +80,13 @@ def current_epoch(conn: sa.Connection) -> int:
     return int(epoch or 0)
 
 
+def current_epoch_column() -> sa.ColumnElement[int]:
+    """``current_epoch`` as a column of another statement, to read it without a round trip of
+    its own (the batched starts and completions read it beside their attempts)."""
+    fence = sa.select(dispatch_fence.c.epoch).where(dispatch_fence.c.id == _ROW)
+    return sa.func.coalesce(fence.scalar_subquery(), 0)
+
+
 def is_fenced(conn: sa.Connection, attempt_epoch: int) -> bool:
     """Whether an attempt granted under ``attempt_epoch`` was issued before the current fence."""
     return attempt_epoch < current_epoch(conn)

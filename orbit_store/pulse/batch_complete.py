@@ -82,7 +82,7 @@ def complete_set(
     answers |= {
         a: CompletionResult(CompletionStatus.REFUSED, None, "wrong attempt token") for a in wrong
     }
-    fenced = fenced_ids(conn, found, passed)
+    fenced = fenced_ids(found, passed)
     checked = sorted(a for a in passed if a not in fenced)
     rest = sorted(fenced)
     if not checked:

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.db import by_primary_key
-from orbit_store.fencing import current_epoch
+from orbit_store.fencing import current_epoch_column
 from orbit_store.schema import task_attempts, tasks, worker_sessions
 
 from .attempts import token_matches
@@ -57,7 +57,8 @@ class BatchItemView(Protocol):
 def read_attempts(
     conn: sa.Connection, namespace: str, attempt_ids: Iterable[str]
 ) -> dict[str, sa.Row[Any]]:
-    """Step 1: the attempts (with their task's gate id) that exist in ``namespace``."""
+    """Step 1: the attempts (with their task's gate id, and the restore fence's current epoch as
+    ``fence_epoch``) that exist in ``namespace``."""
     ids = sorted(attempt_ids)
     if not ids:
         return {}
@@ -68,7 +69,7 @@ def read_attempts(
 # Built once (every batch): constructing a statement costs about as much Python as sending it
 # (docs/performance.md); the expanding IN takes any number of ids.
 _FIND_ATTEMPTS = (
-    sa.select(task_attempts, tasks.c.gate_id)
+    sa.select(task_attempts, tasks.c.gate_id, current_epoch_column().label("fence_epoch"))
     .join(tasks, tasks.c.id == task_attempts.c.task_id)
     .where(
         task_attempts.c.id.in_(sa.bindparam("ids", expanding=True)),
@@ -93,13 +94,12 @@ def split_by_token(
     return missing, wrong, passed
 
 
-def fenced_ids(conn: sa.Connection, found: dict[str, sa.Row[Any]], ids: list[str]) -> set[str]:
-    """The attempts of ``ids`` granted before the current restore fence (one read of the fence:
-    ``fencing.is_fenced`` judged per item)."""
-    if not ids:
-        return set()
-    epoch = current_epoch(conn)
-    return {attempt_id for attempt_id in ids if found[attempt_id].epoch < epoch}
+def fenced_ids(found: dict[str, sa.Row[Any]], ids: list[str]) -> set[str]:
+    """The attempts of ``ids`` granted before the current restore fence (``fencing.is_fenced``
+    judged per item, by the fence's epoch read in step 1's statement)."""
+    return {
+        attempt_id for attempt_id in ids if found[attempt_id].epoch < found[attempt_id].fence_epoch
+    }
 
 
 def live_sessions(conn: sa.Connection, namespace: str, session_ids: set[str]) -> set[str]:

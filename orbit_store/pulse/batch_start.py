@@ -62,7 +62,7 @@ def start_set(
     missing, wrong, passed = split_by_token(found, items)
     answers = {a: StartResult(False, StartRefusal.NOT_FOUND) for a in missing}
     answers |= {a: StartResult(False, StartRefusal.INVALID_TOKEN) for a in wrong}
-    fenced = fenced_ids(conn, found, passed)
+    fenced = fenced_ids(found, passed)
     answers |= {a: StartResult(False, StartRefusal.RESTORE_FENCED) for a in fenced}
     checked = sorted(a for a in passed if a not in fenced)
     if not checked:
