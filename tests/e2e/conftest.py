@@ -47,7 +47,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+def wait_until(predicate, timeout: float = 45.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+    # Generous: a CI machine running two test processes beside a chaos run is several times
+    # slower than a quiet one, and a poll returns as soon as its condition holds.
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

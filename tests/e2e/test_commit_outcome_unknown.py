@@ -114,7 +114,7 @@ def test_a_connection_lost_at_commit_is_logged_and_answered_outcome_unknown(
                 return json.loads(line)  # type: ignore[no-any-return]
         return None
 
-    entry = wait_until(logged, timeout=5)
+    entry = wait_until(logged, timeout=30)
     assert entry["level"] == "warning" and "outcome unknown" in str(entry["msg"])
     assert entry["path"] == "/v1/namespaces/shop/tasks"
 

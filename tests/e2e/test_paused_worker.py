@@ -122,7 +122,7 @@ def test_a_grant_that_reaches_a_paused_worker_after_its_lease_ended_is_not_run(
                 )
                 return sorted(conn.execute(query).scalars())
 
-        granted = wait_until(attempts, timeout=10)[0]
+        granted = wait_until(attempts, timeout=30)[0]
         time.sleep(LEASE_SECONDS + 1.5)  # the grant's answer waits in the paused worker
     finally:
         worker.send_signal(signal.SIGCONT)

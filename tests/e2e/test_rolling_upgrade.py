@@ -145,7 +145,7 @@ def test_current_servers_stay_ready_through_an_expand_only_migration_and_leave_o
         answer = httpx.get(f"{current_server.url}/readyz", timeout=5)
         return answer if answer.status_code == 503 else None
 
-    detail = wait_until(refused, timeout=10).json()["detail"]
+    detail = wait_until(refused, timeout=30).json()["detail"]
     assert "9002" in detail and "needs code at revision 9002" in detail
     assert "upgrade Orbit" in detail
 
@@ -168,13 +168,13 @@ def test_a_server_whose_database_goes_back_to_an_older_schema_is_not_ready_until
         answer = httpx.get(f"{current_server.url}/readyz", timeout=5)
         return answer if answer.status_code == 503 else None
 
-    problem = wait_until(refused, timeout=10).json()
+    problem = wait_until(refused, timeout=30).json()
     assert problem["type"].endswith("/unavailable")
     assert f"revision {previous.down_revision}, this code needs {HEAD}" in problem["detail"]
     assert "run `orbit admin migrate`" in problem["detail"]
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = :v"), {"v": HEAD})
-    wait_until(lambda: is_ready(current_server), timeout=10)
+    wait_until(lambda: is_ready(current_server), timeout=30)
 
 
 def start_refused(url: str) -> str:
@@ -205,7 +205,7 @@ def test_a_server_accepts_a_newer_expand_only_schema_at_start_up(
     upgrade_to(engine, next_releases, "9001")
     started = start_server(url, tmp_path / "new-start.log")
     try:
-        wait_until(lambda: is_ready(started), timeout=10)
+        wait_until(lambda: is_ready(started), timeout=30)
     finally:
         stop_server(started)
 
