@@ -19,7 +19,6 @@ stopped (a worker paused between its check and its write), failed tasks by reaso
 
 from __future__ import annotations
 
-import calendar
 import json
 import subprocess
 from collections import Counter, defaultdict
@@ -72,10 +71,6 @@ def unsettled_tasks(cluster: Cluster) -> int:
             )
     finally:
         engine.dispose()
-
-
-def _epoch(at: Any) -> float:
-    return calendar.timegm(at.timetuple()) + at.microsecond / 1e6
 
 
 def explains(fault: dict[str, Any], end_at: float, rerun_at: float) -> bool:
@@ -137,7 +132,8 @@ def judge(cluster: Cluster, acked: Acked, faults: FaultLog) -> Verdict:
         rows = cur.fetchall()
     effects: dict[str, list[tuple[int, str, str, bool, int, float]]] = defaultdict(list)
     for task_id, generation, handler, kind, accepted, pid, at in rows:
-        effects[task_id].append((generation, handler, kind, bool(accepted), pid, _epoch(at)))
+        effect = (generation, handler, kind, bool(accepted), pid, timeline.epoch(at))
+        effects[task_id].append(effect)
 
     states = Counter(r.state for r in task_rows.values())
     verdict.violations["lost"] = [t for t in acked.tasks if t not in task_rows]

@@ -23,9 +23,8 @@ MAX_LOG_LINES = 40
 MAX_LINES = 80
 
 
-def epoch(at: dt.datetime | None) -> float | None:
-    if at is None:
-        return None
+def epoch(at: dt.datetime) -> float:
+    """A naive UTC database time as seconds since the epoch (comparable with ``time.time()``)."""
     return calendar.timegm(at.timetuple()) + at.microsecond / 1e6
 
 
@@ -90,12 +89,11 @@ def explain(
             ("finished " + str(a.outcome) + f" ({a.outcome_reason})", a.finished_at),
             (f"late report {a.late_outcome}", a.late_reported_at),
         ):
-            when = epoch(at)
-            if when is not None:
-                events.append((when, f"attempt gen {a.generation} {label}"))
-        expiry = epoch(a.lease_expires_at)
-        if expiry is not None and a.outcome in (None, "LAPSED"):
-            events.append((expiry, f"attempt gen {a.generation} lease ends (last recorded)"))
+            if at is not None:
+                events.append((epoch(at), f"attempt gen {a.generation} {label}"))
+        if a.outcome in (None, "LAPSED"):
+            ends = epoch(a.lease_expires_at)
+            events.append((ends, f"attempt gen {a.generation} lease ends (last recorded)"))
     ended = max((at for at, _ in events), default=began)
     with faults.lock:
         nearby = [f for f in faults.entries if began - LOOKBACK <= f["at"] <= ended + 1]

@@ -41,6 +41,7 @@ SERVER_URL = "http://orbit.test:8080"
 # polls return as soon as the condition holds, so only a failure waits this long.
 WAIT_SECONDS = 45.0
 OPERATOR_LOG_TAIL = 80
+OPERATOR_LOGGERS = ("kopf", "orbit_operator", "orbit")
 
 T = TypeVar("T")
 
@@ -319,12 +320,12 @@ def _keep_operator_log(path: Path) -> None:
             "%(asctime)s %(levelname)s %(name)s %(k8s_ref)s %(message)s", defaults={"k8s_ref": ""}
         )
     )
-    for name in ("kopf", "orbit_operator", "orbit"):
+    for name in OPERATOR_LOGGERS:
         logging.getLogger(name).addHandler(handler)
     _OperatorLog.path = path
 
     def forget() -> None:
-        for name in ("kopf", "orbit_operator", "orbit"):
+        for name in OPERATOR_LOGGERS:
             logging.getLogger(name).removeHandler(handler)
         handler.close()
         _OperatorLog.path = None
