@@ -27,7 +27,7 @@ BEAT_SECONDS = 0.5
 #: thirds of the lease — 2 s for a 3 s lease, which a MariaDB crash recovery on a loaded
 #: machine reaches. Such a lease would lapse although nobody could have renewed it.
 SILENCE_SECONDS = 2.0
-#: Rows of replicas gone this long are deleted (a restart adds a row; this bounds the table).
+#: Rows of replicas gone this long are deleted when a replica starts (each start adds a row).
 KEEP_DAYS = 7
 
 
@@ -42,8 +42,15 @@ class ServingWindow:
 
 
 def record_start(conn: sa.Connection, *, replica_id: str, host: str, pid: int) -> dt.datetime:
-    """Record that this replica begins serving now (database time); returns that time."""
+    """Record that this replica begins serving now (database time); returns that time. Also
+    forgets replicas gone for ``KEEP_DAYS``: rows are only added here, so this bounds the table
+    without a delete on every beat."""
     now = db_now(conn)
+    conn.execute(
+        server_replicas.delete().where(
+            server_replicas.c.last_seen_at < now - dt.timedelta(days=KEEP_DAYS)
+        )
+    )
     conn.execute(
         server_replicas.insert().values(
             id=replica_id, host=host[:255], pid=pid, started_at=now, last_seen_at=now
@@ -55,7 +62,7 @@ def record_start(conn: sa.Connection, *, replica_id: str, host: str, pid: int) -
 def beat(conn: sa.Connection, *, replica_id: str) -> bool:
     """This replica is still serving. False when it had been silent for ``SILENCE_SECONDS``
     (a stall, or the database was down): its stretch ended, and the caller records a new start
-    (a new row) so that the gap shows. Also forgets replicas gone for ``KEEP_DAYS``."""
+    (a new row) so that the gap shows."""
     now = db_now(conn)
     updated = conn.execute(
         server_replicas.update()
@@ -64,11 +71,6 @@ def beat(conn: sa.Connection, *, replica_id: str) -> bool:
             server_replicas.c.last_seen_at >= now - dt.timedelta(seconds=SILENCE_SECONDS),
         )
         .values(last_seen_at=now)
-    )
-    conn.execute(
-        server_replicas.delete().where(
-            server_replicas.c.last_seen_at < now - dt.timedelta(days=KEEP_DAYS)
-        )
     )
     return bool(updated.rowcount == 1)
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from orbit.engines.reaper import reaper_pass
 from orbit.metrics import Metrics
 from orbit_store import replicas
+from orbit_store.clock import db_now
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.model import Safety
 from orbit_store.pulse.outages import grace_expiry
@@ -160,3 +161,18 @@ def test_the_reaper_counts_the_leases_it_graced_instead_of_lapsing(
     assert (report.leases_graced, report.leases_lapsed) == (1, 0)
     assert isolated_pulse.state(task.task_id) == "RUNNING"
     assert metrics.registry.get_sample_value("orbit_lease_outage_graces_total") == 1
+
+
+def test_a_replica_start_forgets_replicas_gone_longer_than_the_keep_days(
+    replica_engine: sa.Engine,
+) -> None:
+    now = run_transaction(replica_engine, db_now)
+    day = 24 * 3600
+    add_replica(replica_engine, "long-gone", -30 * day, -(replicas.KEEP_DAYS + 1) * day, now)
+    add_replica(replica_engine, "recent", -2 * day, -(replicas.KEEP_DAYS - 1) * day, now)
+    run_transaction(
+        replica_engine, lambda c: replicas.record_start(c, replica_id="new", host="h", pid=2)
+    )
+    with replica_engine.connect() as conn:
+        ids = set(conn.execute(sa.select(server_replicas.c.id)).scalars())
+    assert ids == {"recent", "new"}
