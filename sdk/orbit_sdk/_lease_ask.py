@@ -10,10 +10,13 @@ protocol 3 refuses the unknown field (422 naming ``start_handlers``): the worker
 asks without it from then on, and starts every grant with a call — each grant's own ``started``
 flag decides.
 
-**Fuller requests**: under load slots free one at a time, and asking for one task per request
-costs a claim transaction and a request per task. So while attempts are held the worker waits
-up to ``linger`` seconds for half its slots to be free before it asks; an idle worker (nothing
-held) asks at once, so idle dispatch latency is unchanged.
+**Fuller requests**: under a backlog, slots free one at a time, and asking for one task per
+request costs a claim transaction and a request per task — and a request and a transaction cost
+the server far more than a task in them (docs/performance.md). So after a lease that got every
+task it asked for (a backlog: more are waiting), the next request waits up to ``linger`` seconds
+for all the worker's slots to be free and asks for them together; after one that got fewer (no
+backlog: the queue keeps up), the next asks as soon as a slot is free, so a task arriving is not
+held back. A worker holding nothing asks at once either way (idle dispatch latency unchanged).
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ class LeaseAsk:
         self.concurrency = concurrency
         self.linger = linger
         self.with_start = with_start  # False: off, or the server predates protocol 3
-        #: Slots worth waiting for under load: half of them, at least one.
-        self.want = max(1, (concurrency + 1) // 2)
+        #: Whether the last lease got all it asked for (more tasks are likely waiting).
+        self.backlog = False
 
     def start_handlers(self) -> list[str] | None:
         """The safe handlers whose grants the server may start (None: ask for leases only)."""
@@ -59,10 +62,20 @@ class LeaseAsk:
         safe = sorted(name for name, h in self.handlers.items() if h.safety == "safe")
         return safe or None
 
+    @property
+    def want(self) -> int:
+        """Free slots worth waiting (up to ``linger``) for: all under a backlog, else one."""
+        return min(self.concurrency, MAX_LEASE_BATCH) if self.backlog else 1
+
     def free_slots(self, live: LiveSet, done: Callable[[], bool]) -> int:
-        """Block until a slot is free, then briefly for a fuller batch; how many to ask for."""
+        """Block until a slot is free, then under a backlog briefly for a full batch; how many
+        to ask for."""
         free = live.wait_for_free(self.concurrency, done, want=self.want, linger=self.linger)
         return min(free, MAX_LEASE_BATCH)
+
+    def granted(self, asked: int, got: int) -> None:
+        """Note a lease's answer: ``got`` of the ``asked`` tasks (see the module: backlog)."""
+        self.backlog = got >= asked > 0
 
     def refused_start(self, exc: ValidationFailed) -> bool:
         """True if ``exc`` refused the start field (an older server): leases only from now."""

@@ -69,9 +69,10 @@ class Worker:
     ``report_timeout`` bounds how long an outcome is re-sent while the server cannot be
     reached (it keeps the lease renewed meanwhile); after it the server's lease rules decide.
     With ``lease_with_start`` the server starts grants of ``safe`` handlers with the lease
-    (worker protocol 3; no start call); unsafe handlers are started by a call. While attempts
-    are held, a lease request waits up to ``lease_linger`` seconds for half the slots to be
-    free, so a busy worker asks for several tasks at once (``_lease_ask``).
+    (worker protocol 3; no start call); unsafe handlers are started by a call. Under a backlog
+    (the last lease got all it asked for) a worker holding attempts waits up to
+    ``lease_linger`` seconds for all its slots to be free, so it asks for many tasks at once
+    (``_lease_ask``).
     """
 
     def __init__(
@@ -426,9 +427,10 @@ class Worker:
             if needs_session and not self._register_until_ok():
                 return
             assert self._session is not None
+            asked = min(free, MAX_LEASE_BATCH)
             call = _calls.lease(
                 self._session.id,
-                min(free, MAX_LEASE_BATCH),
+                asked,
                 self.lease_wait_seconds,
                 self._ask.start_handlers(),
             )
@@ -459,6 +461,7 @@ class Worker:
                 backoff.sleep(self._stopping)
                 continue
             backoff.reset()
+            self._ask.granted(asked, len(batch.leases))
             granted_at = batch.measured_from(sent_at, time.monotonic())
             for lease in batch.leases:
                 self._accept(lease, granted_at)

@@ -1,6 +1,7 @@
 """What a worker's lease requests ask for (issue 9): safe handlers' grants started with the lease
 (worker protocol 3; no start call), unsafe ones started by a call, an older server noticed once,
-and a busy worker asking for several slots at once while an idle one asks at once."""
+and a busy worker under a backlog asking for all its slots at once while an idle one, or one
+without a backlog, asks at once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import httpx
 
 from orbit_sdk import Lease, TaskContext, Worker, _calls
 from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
-from orbit_sdk._lease_ask import LeaseAsk
+from orbit_sdk._lease_ask import MAX_LEASE_BATCH, LeaseAsk
 from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._transport import Call
 from orbit_sdk.errors import ValidationFailed
@@ -160,33 +161,62 @@ def test_an_idle_worker_asks_for_every_slot_at_once() -> None:
     assert asked == [8], "an idle worker must not wait out the linger"
 
 
-def test_a_busy_worker_waits_for_half_its_slots_before_asking() -> None:
+def _after_a_backlog(ask: LeaseAsk) -> LeaseAsk:
+    ask.granted(asked=4, got=4)  # the last lease got all it asked for: more are waiting
+    return ask
+
+
+def test_under_a_backlog_a_busy_worker_waits_for_all_its_slots_before_asking() -> None:
     live = LiveSet()
     ids = _held(live, 8)
-    thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=60), live)
-    live.remove(ids[0])
-    thread.join(0.2)
-    assert thread.is_alive() and asked == [], "one free slot of eight: it waits for more"
-    for attempt_id in ids[1:4]:
+    thread, asked = _ask_in_thread(_after_a_backlog(LeaseAsk(HANDLERS, 8, linger=60)), live)
+    for attempt_id in ids[:7]:
         live.remove(attempt_id)
+    thread.join(0.2)
+    assert thread.is_alive() and asked == [], "seven free slots of eight: it waits for all"
+    live.remove(ids[7])
     thread.join(10)
-    assert asked == [4]
+    assert asked == [8]
 
 
-def test_a_busy_worker_asks_for_what_is_free_once_the_linger_passed() -> None:
+def test_under_a_backlog_a_busy_worker_asks_for_what_is_free_once_the_linger_passed() -> None:
     live = LiveSet()
     ids = _held(live, 8)
     live.remove(ids[0])
-    thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=0.05), live)
+    thread, asked = _ask_in_thread(_after_a_backlog(LeaseAsk(HANDLERS, 8, linger=0.05)), live)
     thread.join(10)
     assert asked == [1]
+
+
+def test_without_a_backlog_a_busy_worker_asks_as_soon_as_a_slot_is_free() -> None:
+    """The last lease got fewer tasks than it asked for: the queue keeps up, and a task that
+    arrives should not wait out a linger."""
+    live = LiveSet()
+    ids = _held(live, 8)
+    ask = LeaseAsk(HANDLERS, 8, linger=60)
+    ask.granted(asked=4, got=3)
+    thread, asked = _ask_in_thread(ask, live)
+    live.remove(ids[0])
+    thread.join(10)
+    assert asked == [1]
+
+
+def test_a_lease_that_got_fewer_than_asked_ends_the_backlog() -> None:
+    ask = _after_a_backlog(LeaseAsk(HANDLERS, 8))
+    assert ask.want == 8
+    ask.granted(asked=8, got=0)
+    assert ask.want == 1
+
+
+def test_under_a_backlog_a_worker_waits_for_at_most_one_lease_request_s_worth() -> None:
+    assert _after_a_backlog(LeaseAsk(HANDLERS, 500)).want == MAX_LEASE_BATCH
 
 
 def test_an_attempt_being_reported_frees_its_slot() -> None:
     """Its handler is done: the worker leases the next task while the report is on its way."""
     live = LiveSet()
     ids = _held(live, 8)
-    thread, asked = _ask_in_thread(LeaseAsk(HANDLERS, 8, linger=60), live)
+    thread, asked = _ask_in_thread(_after_a_backlog(LeaseAsk(HANDLERS, 8, linger=0.5)), live)
     for attempt in live.snapshot()[:4]:
         live.mark_reporting(attempt)
     thread.join(10)
