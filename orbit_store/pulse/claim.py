@@ -26,7 +26,7 @@ waited for) → concurrency keys (promotion) → quota rows (queue order) → in
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
-from orbit_store.fencing import dispatch_epoch
+from orbit_store.fencing import dispatch_columns, open_epoch
 from orbit_store.schema import queues, worker_sessions
 
 from . import lanes, quota
@@ -70,13 +70,13 @@ def claim_tasks(
     with start): their grants are RUNNING when this returns (``grant``, invariants 3, 7, 12)."""
     if not 1 <= limit <= MAX_CLAIM_BATCH:
         raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIM_BATCH}")
-    epoch = dispatch_epoch(conn)  # restore fence: refused while closed (orbit_store/fencing.py)
     claimant = Claimant(queues_ or [], None)
     if worker_session_id is not None:
         claimant = require_active_session(conn, namespace, worker_session_id, queues_)
     if not claimant.queues:
         raise InvalidRequest("name at least one queue to claim from")
-    claimable, now = claimable_queues(conn, namespace, claimant.queues)
+    # The restore fence is read with the queues: refused while closed (orbit_store/fencing.py).
+    claimable, now, epoch = _claimable_now(conn, namespace, claimant.queues)
     if not claimable:
         return []
     promote_due(conn, namespace=namespace, now=now, queues=claimable)
@@ -130,17 +130,35 @@ def claimable_queues(
     """Declared (or implicit default), unpaused queues in queue-priority order, and the
     database time — in one round trip (a one-row derived table outer-joined to the queues,
     so it answers even with none)."""
+    rows = conn.execute(_queues_now(namespace, names)).all()
+    return _ordered(rows, names), as_db_time(conn, rows[0].db_now)
+
+
+def _claimable_now(
+    conn: sa.Connection, namespace: str, names: list[str]
+) -> tuple[list[str], dt.datetime, int]:
+    """:func:`claimable_queues` and the open dispatch epoch (``fencing.dispatch_epoch``'s
+    answer and refusal) from the same statement."""
+    epoch, is_open = dispatch_columns()
+    query = _queues_now(namespace, names).add_columns(
+        epoch.label("fence_epoch"), is_open.label("dispatch_open")
+    )
+    rows = conn.execute(query).all()
+    first = rows[0]
+    fence_epoch = open_epoch(conn, first.fence_epoch, first.dispatch_open)
+    return _ordered(rows, names), as_db_time(conn, first.db_now), fence_epoch
+
+
+def _queues_now(namespace: str, names: list[str]) -> sa.Select[Any]:
     one = sa.select(sa.literal(1).label("one")).subquery("one")
-    rows = conn.execute(
-        sa.select(
-            utc_now().label("db_now"), queues.c.name, queues.c.paused, queues.c.priority
-        ).select_from(
-            one.outerjoin(
-                queues, sa.and_(queues.c.namespace == namespace, queues.c.name.in_(names))
-            )
-        )
-    ).all()
-    now = as_db_time(conn, rows[0].db_now)
+    return sa.select(
+        utc_now().label("db_now"), queues.c.name, queues.c.paused, queues.c.priority
+    ).select_from(
+        one.outerjoin(queues, sa.and_(queues.c.namespace == namespace, queues.c.name.in_(names)))
+    )
+
+
+def _ordered(rows: Sequence[sa.Row[Any]], names: list[str]) -> list[str]:
     declared = {row.name: row for row in rows if row.name is not None}
     ordered = []
     for name in sorted(set(names)):
@@ -150,7 +168,7 @@ def claimable_queues(
                 ordered.append((0, name))
         elif not row.paused:
             ordered.append((row.priority, name))
-    return [name for _, name in sorted(ordered)], now
+    return [name for _, name in sorted(ordered)]
 
 
 def _running_room(
