@@ -33,9 +33,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
+from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.fencing import dispatch_columns, open_epoch
-from orbit_store.schema import queues, worker_sessions
+from orbit_store.schema import queues, tasks, worker_sessions
 
 from . import lanes, quota
 from .grant import grant_tasks
@@ -181,6 +182,11 @@ def _running_room(
     return quota.running_room(conn, namespace, counted)
 
 
+def _whole(conn: sa.Connection, task_id: str) -> sa.Row[Any]:
+    """Every column of a task this claim holds locked (it read only ``lanes.CLAIM_COLUMNS``)."""
+    return conn.execute(by_primary_key(sa.select(tasks).where(tasks.c.id == task_id), tasks)).one()
+
+
 def _fail_overdue(
     conn: sa.Connection, candidates: list[sa.Row[Any]], now: dt.datetime
 ) -> list[sa.Row[Any]]:
@@ -193,7 +199,7 @@ def _fail_overdue(
         elif task.concurrency_key is None:
             transition(
                 conn,
-                task,
+                _whole(conn, task.id),
                 TaskState.FAILED,
                 now=now,
                 reason="deadline exceeded",

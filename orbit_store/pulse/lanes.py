@@ -25,6 +25,27 @@ from orbit_store.schema import tasks
 
 from .model import WaitPath
 
+#: What a claim reads of a READY task under its lock: what ``claim`` and ``grant`` decide and
+#: write from, never the results and errors of earlier attempts (37 columns read for 14 cost
+#: PyMySQL a parse per column and row on the hot path; docs/performance.md). A task failed
+#: at its claim (deadline passed) is read in full again first (``claim._fail_overdue``).
+CLAIM_COLUMNS = (
+    tasks.c.id,
+    tasks.c.namespace,
+    tasks.c.queue,
+    tasks.c.handler,
+    tasks.c.params,
+    tasks.c.state_version,
+    tasks.c.quota_counted,
+    tasks.c.priority,
+    tasks.c.available_at,
+    tasks.c.deadline_at,
+    tasks.c.lease_seconds,
+    tasks.c.safety,
+    tasks.c.concurrency_key,
+    tasks.c.cancel_requested,
+)
+
 
 def _lane(namespace: str, queue: str, handler: str | None) -> list[Any]:
     where = [
@@ -63,7 +84,7 @@ def _lock_lane(
     conn: sa.Connection, namespace: str, queue: str, handler: str | None, limit: int
 ) -> list[sa.Row[Any]]:
     query = (
-        sa.select(tasks)
+        sa.select(*CLAIM_COLUMNS)
         .where(*_lane(namespace, queue, handler))
         .order_by(tasks.c.priority, tasks.c.available_at)
         .limit(limit)
