@@ -46,6 +46,32 @@ from .transitions import transition
 
 MAX_CLAIM_BATCH = 500
 
+# The hot path's statements are built once: SQLAlchemy then skips their construction and cache
+# key on every call (about a third of a claim's own CPU; docs/performance.md).
+_SESSION = sa.select(
+    worker_sessions.c.state, worker_sessions.c.queues, worker_sessions.c.handlers
+).where(
+    worker_sessions.c.id == sa.bindparam("session_id"),
+    worker_sessions.c.namespace == sa.bindparam("namespace"),
+)
+_SESSION_SHARED = _SESSION.with_for_update(read=True)
+_ONE = sa.select(sa.literal(1).label("one")).subquery("one")
+_QUEUES_NOW = sa.select(
+    utc_now().label("db_now"), queues.c.name, queues.c.paused, queues.c.priority
+).select_from(
+    _ONE.outerjoin(
+        queues,
+        sa.and_(
+            queues.c.namespace == sa.bindparam("namespace"),
+            queues.c.name.in_(sa.bindparam("names", expanding=True)),
+        ),
+    )
+)
+_FENCE_EPOCH, _DISPATCH_OPEN = dispatch_columns()
+_CLAIMABLE_NOW = _QUEUES_NOW.add_columns(
+    _FENCE_EPOCH.label("fence_epoch"), _DISPATCH_OPEN.label("dispatch_open")
+)
+
 
 @dataclass(frozen=True)
 class Claimant:
@@ -110,10 +136,8 @@ def require_active_session(
     """The session's queues (unless given) and handlers. Shared lock (a claim): a concurrent
     revoke waits until this claim commits, then lapses its leases. ``lock=False``: a plain read
     (the long-poll's probe)."""
-    query = sa.select(
-        worker_sessions.c.state, worker_sessions.c.queues, worker_sessions.c.handlers
-    ).where(worker_sessions.c.id == session_id, worker_sessions.c.namespace == namespace)
-    row = conn.execute(query.with_for_update(read=True) if lock else query).one_or_none()
+    params = {"session_id": session_id, "namespace": namespace}
+    row = conn.execute(_SESSION_SHARED if lock else _SESSION, params).one_or_none()
     if row is None:
         raise NotFound(f"worker session {session_id} not found in namespace {namespace!r}")
     if row.state != "ACTIVE":
@@ -131,7 +155,7 @@ def claimable_queues(
     """Declared (or implicit default), unpaused queues in queue-priority order, and the
     database time — in one round trip (a one-row derived table outer-joined to the queues,
     so it answers even with none)."""
-    rows = conn.execute(_queues_now(namespace, names)).all()
+    rows = conn.execute(_QUEUES_NOW, {"namespace": namespace, "names": names}).all()
     return _ordered(rows, names), as_db_time(conn, rows[0].db_now)
 
 
@@ -140,23 +164,10 @@ def _claimable_now(
 ) -> tuple[list[str], dt.datetime, int]:
     """:func:`claimable_queues` and the open dispatch epoch (``fencing.dispatch_epoch``'s
     answer and refusal) from the same statement."""
-    epoch, is_open = dispatch_columns()
-    query = _queues_now(namespace, names).add_columns(
-        epoch.label("fence_epoch"), is_open.label("dispatch_open")
-    )
-    rows = conn.execute(query).all()
+    rows = conn.execute(_CLAIMABLE_NOW, {"namespace": namespace, "names": names}).all()
     first = rows[0]
     fence_epoch = open_epoch(conn, first.fence_epoch, first.dispatch_open)
     return _ordered(rows, names), as_db_time(conn, first.db_now), fence_epoch
-
-
-def _queues_now(namespace: str, names: list[str]) -> sa.Select[Any]:
-    one = sa.select(sa.literal(1).label("one")).subquery("one")
-    return sa.select(
-        utc_now().label("db_now"), queues.c.name, queues.c.paused, queues.c.priority
-    ).select_from(
-        one.outerjoin(queues, sa.and_(queues.c.namespace == namespace, queues.c.name.in_(names)))
-    )
 
 
 def _ordered(rows: Sequence[sa.Row[Any]], names: list[str]) -> list[str]:

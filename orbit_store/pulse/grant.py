@@ -40,6 +40,10 @@ from .attempts import hash_token
 from .batch_moves import per_item
 from .model import AttemptState, LeaseGrant, Safety, TaskState
 
+# Built once: a fresh insert() costs its construction and cache key on every claim.
+_INSERT_ATTEMPTS = task_attempts.insert()
+_INSERT_EVENTS = task_events.insert()
+
 
 def starts_at_grant(task: sa.Row[Any], start_handlers: Collection[str]) -> bool:
     """Whether a lease with start starts this task now: its handler was declared safe by the
@@ -95,13 +99,13 @@ def grant_tasks(
                 started=started,
             )
         )
-    conn.execute(task_attempts.insert(), attempt_rows)
+    conn.execute(_INSERT_ATTEMPTS, attempt_rows)
     _move_tasks(conn, attempt_of, steps_of, now)
     counted = Counter(t.queue for t in granted if t.quota_counted)
     for queue_name in sorted(counted):
         n = counted[queue_name]
         quota.count(conn, granted[0].namespace, queue_name, waiting=-n, running=n)
-    conn.execute(task_events.insert(), event_rows)
+    conn.execute(_INSERT_EVENTS, event_rows)
     return results
 
 

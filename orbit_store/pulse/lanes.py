@@ -47,7 +47,7 @@ CLAIM_COLUMNS = (
 )
 
 
-def _lane(namespace: str, queue: str, handler: str | None) -> list[Any]:
+def _lane(namespace: Any, queue: Any, handler: Any) -> list[Any]:
     where = [
         tasks.c.namespace == namespace,
         tasks.c.queue == queue,
@@ -58,7 +58,7 @@ def _lane(namespace: str, queue: str, handler: str | None) -> list[Any]:
     return where
 
 
-def _index(handler: str | None) -> str:
+def _index(handler: Any) -> str:
     return "ix_tasks_ready" if handler is None else "ix_tasks_ready_by_handler"
 
 
@@ -83,14 +83,20 @@ def lock_ready(
 def _lock_lane(
     conn: sa.Connection, namespace: str, queue: str, handler: str | None, limit: int
 ) -> list[sa.Row[Any]]:
+    params = {"namespace": namespace, "queue": queue, "handler": handler, "limit": limit}
+    return list(conn.execute(_LOCK_QUEUE if handler is None else _LOCK_LANE, params))
+
+
+def _locking(handler: Any) -> Any:
+    """A lane's locking read, built once (its construction and cache key cost a claim CPU)."""
     query = (
         sa.select(*CLAIM_COLUMNS)
-        .where(*_lane(namespace, queue, handler))
+        .where(*_lane(sa.bindparam("namespace"), sa.bindparam("queue"), handler))
         .order_by(tasks.c.priority, tasks.c.available_at)
-        .limit(limit)
+        .limit(sa.bindparam("limit"))
         .with_for_update(skip_locked=True)
     )
-    return list(conn.execute(force_index(query, tasks, _index(handler))))
+    return force_index(query, tasks, _index(handler))
 
 
 def _peek(
@@ -111,3 +117,7 @@ def _peek(
     merged = sa.union_all(*[sa.select(head) for head in heads]).subquery("heads")
     query = sa.select(merged.c.handler).order_by(merged.c.priority, merged.c.available_at)
     return list(conn.execute(query.limit(limit)).scalars())
+
+
+_LOCK_QUEUE = _locking(None)
+_LOCK_LANE = _locking(sa.bindparam("handler"))
