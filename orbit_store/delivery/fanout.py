@@ -14,6 +14,10 @@ from orbit_store.schema import event_deliveries, subscriptions
 
 from .model import DeliveryState, EventFilter
 
+# Inserts built once: a fresh insert() costs its construction and cache key per call.
+_INSERT_EVENT_DELIVERIES = event_deliveries.insert()
+
+
 #: Built once (every outcome reads its namespace's subscriptions); the namespace is bound.
 _SUBSCRIPTIONS = (
     sa.select(subscriptions.c.id, subscriptions.c.filter)
@@ -54,7 +58,7 @@ def fan_out_many(
         if event_filter.matches(queue=task.queue, handler=task.handler, task_state=task_state)
     ]
     if deliveries:
-        conn.execute(event_deliveries.insert(), deliveries)
+        conn.execute(_INSERT_EVENT_DELIVERIES, deliveries)
     return len(deliveries)
 
 

@@ -36,6 +36,10 @@ from .batch_read import SetPathMismatch
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState, WaitPath
 from .paths import holds_permit
 
+# Inserts built once: a fresh insert() costs its construction and cache key per call.
+_INSERT_TASK_EVENTS = task_events.insert()
+_INSERT_RESULT_EVENTS = result_events.insert()
+
 
 @dataclass(frozen=True)
 class Move:
@@ -189,7 +193,7 @@ def _insert_events(
         }
         for m in moves
     ]
-    conn.execute(task_events.insert(), rows)
+    conn.execute(_INSERT_TASK_EVENTS, rows)
 
 
 def _announce_outcomes(
@@ -200,7 +204,7 @@ def _announce_outcomes(
     if not moves:
         return
     events = [(new_id(), m) for m in moves]
-    conn.execute(result_events.insert(), [_result_event(i, m, now) for i, m in events])
+    conn.execute(_INSERT_RESULT_EVENTS, [_result_event(i, m, now) for i, m in events])
     fan_out_many(conn, namespace, [(i, m.task, m.to_state.value) for i, m in events], now=now)
     for _, m in events:
         if m.task.workflow_instance_id is not None:

@@ -46,6 +46,12 @@ from .submit import (
     validate,
 )
 
+# Inserts built once: a fresh insert() costs its construction and cache key per call.
+_INSERT_TASKS = tasks.insert()
+_INSERT_SUBMISSION_KEYS = submission_keys.insert()
+_INSERT_TASK_EVENTS = task_events.insert()
+
+
 #: Items per transaction: long enough to share one commit, short enough to hold the shared
 #: queue locks and quota rows for milliseconds.
 SUB_BATCH = 100
@@ -173,7 +179,7 @@ def _insert(
     """The plain items' tasks, keys and accepted events: one multi-row INSERT each."""
     if not rows:
         return
-    conn.execute(tasks.insert(), [row for _, row in rows])
+    conn.execute(_INSERT_TASKS, [row for _, row in rows])
     keys = [
         {
             "namespace": request.namespace,
@@ -187,7 +193,7 @@ def _insert(
         if request.idempotency_key is not None
     ]
     if keys:
-        conn.execute(submission_keys.insert(), keys)
+        conn.execute(_INSERT_SUBMISSION_KEYS, keys)
     events = [
         {
             "id": new_id(),
@@ -204,7 +210,7 @@ def _insert(
         }
         for request, row in rows
     ]
-    conn.execute(task_events.insert(), events)
+    conn.execute(_INSERT_TASK_EVENTS, events)
 
 
 def _settle(

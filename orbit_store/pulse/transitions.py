@@ -28,6 +28,11 @@ from .batch_deferred import count_quota, release_permits
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState, WaitPath
 from .paths import holds_permit, reentry_path
 
+# Inserts built once: a fresh insert() costs its construction and cache key per call.
+_INSERT_RESULT_EVENTS = result_events.insert()
+_INSERT_TASK_EVENTS = task_events.insert()
+
+
 # Built once: the per-task statements of every transition (values bound per call). Executing a
 # prebuilt statement skips SQLAlchemy's construction and cache-key work, about half of its
 # Python cost per statement (docs/performance.md).
@@ -132,7 +137,7 @@ def transition(
     if to_state in OUTCOME_TASK_STATES:  # announced as a result event (seed §6.2, §6.3)
         event_id = new_id()
         conn.execute(
-            result_events.insert(),
+            _INSERT_RESULT_EVENTS,
             {
                 "id": event_id,
                 "namespace": task.namespace,
@@ -176,7 +181,7 @@ def append_event(
     details: dict[str, Any] | None = None,
 ) -> None:
     conn.execute(
-        task_events.insert(),
+        _INSERT_TASK_EVENTS,
         {
             "id": new_id(),
             "task_id": task_id,
