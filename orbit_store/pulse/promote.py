@@ -13,6 +13,7 @@ rows (SKIP LOCKED) → concurrency keys (key order).
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -27,6 +28,28 @@ from .placement import place_due
 PROMOTE_BATCH = 200
 
 
+def _due(in_queues: bool) -> Any:
+    """Due SCHEDULED tasks of a namespace (of some queues), built once: every claim runs it,
+    and building a statement and its cache key per call costs a claim CPU."""
+    query = (
+        sa.select(tasks.c.id, tasks.c.gate_id)
+        .where(
+            tasks.c.namespace == sa.bindparam("namespace"),
+            tasks.c.wait_path == WaitPath.SCHEDULED.value,
+            tasks.c.available_at <= sa.bindparam("now"),
+        )
+        .order_by(tasks.c.available_at)
+        .limit(sa.bindparam("limit"))
+    )
+    if in_queues:
+        query = query.where(tasks.c.queue.in_(sa.bindparam("queues", expanding=True)))
+    return force_index(query, tasks, "ix_tasks_due")
+
+
+_DUE = _due(in_queues=False)
+_DUE_IN_QUEUES = _due(in_queues=True)
+
+
 def promote_due(
     conn: sa.Connection,
     *,
@@ -37,19 +60,8 @@ def promote_due(
 ) -> int:
     """Place up to ``limit`` due SCHEDULED tasks of ``namespace`` (of ``queues`` when given);
     returns how many were placed."""
-    due = (
-        sa.select(tasks.c.id, tasks.c.gate_id)
-        .where(
-            tasks.c.namespace == namespace,
-            tasks.c.wait_path == WaitPath.SCHEDULED.value,
-            tasks.c.available_at <= now,
-        )
-        .order_by(tasks.c.available_at)
-        .limit(limit)
-    )
-    if queues is not None:
-        due = due.where(tasks.c.queue.in_(queues))
-    candidates = conn.execute(force_index(due, tasks, "ix_tasks_due")).all()
+    params = {"namespace": namespace, "now": now, "limit": limit, "queues": queues}
+    candidates = conn.execute(_DUE if queues is None else _DUE_IN_QUEUES, params).all()
     if not candidates:
         return 0
     gates = gates_open(conn, {c.gate_id for c in candidates if c.gate_id is not None})
