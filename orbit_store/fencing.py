@@ -11,8 +11,9 @@ them (keep the database clock monitored, seed §3).
 
 What the checks below keep (invariant 3: a new operation must present the current grant):
 
-- :func:`dispatch_epoch` — claims: refused while dispatch is closed (:class:`DispatchClosed`);
-  a grant records the epoch read here;
+- :func:`dispatch_columns` and :func:`open_epoch` — claims (which read the fence beside their
+  queues): refused while dispatch is closed (:class:`DispatchClosed`); a grant records the
+  epoch read there;
 - :func:`is_fenced` — start, renewal and completion: an attempt of an older epoch is refused
   (its report is kept as evidence, never applied).
 
@@ -90,13 +91,6 @@ def current_epoch_column() -> sa.ColumnElement[int]:
 def is_fenced(conn: sa.Connection, attempt_epoch: int) -> bool:
     """Whether an attempt granted under ``attempt_epoch`` was issued before the current fence."""
     return attempt_epoch < current_epoch(conn)
-
-
-def dispatch_epoch(conn: sa.Connection) -> int:
-    """The epoch a grant made now belongs to; :class:`DispatchClosed` while a fence holds."""
-    epoch, is_open = dispatch_columns()
-    row = conn.execute(sa.select(epoch.label("epoch"), is_open.label("dispatch_open"))).one()
-    return open_epoch(conn, row.epoch, row.dispatch_open)
 
 
 def dispatch_columns() -> tuple[sa.ColumnElement[int], sa.ColumnElement[bool]]:

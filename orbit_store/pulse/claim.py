@@ -162,7 +162,7 @@ def claimable_queues(
 def _claimable_now(
     conn: sa.Connection, namespace: str, names: list[str]
 ) -> tuple[list[str], dt.datetime, int]:
-    """:func:`claimable_queues` and the open dispatch epoch (``fencing.dispatch_epoch``'s
+    """:func:`claimable_queues` and the open dispatch epoch (``fencing.open_epoch``'s
     answer and refusal) from the same statement."""
     rows = conn.execute(_CLAIMABLE_NOW, {"namespace": namespace, "names": names}).all()
     first = rows[0]

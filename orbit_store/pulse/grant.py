@@ -6,7 +6,7 @@ with start, when the task and its handler (as the worker declared it) are safe �
 WAITING → LEASED → RUNNING in the same transaction, with both events, so a task's history reads
 the same either way. Starting here keeps every rule of ``start.start_attempt`` (invariant 3):
 
-- the restore fence: the claim read the open epoch (``fencing.dispatch_epoch``) and stamps it;
+- the restore fence: the claim read the open epoch (``fencing.open_epoch``) and stamps it;
 - the session: the claim holds it ACTIVE under a shared lock (stricter than start's "live");
 - the gate (invariant 12): a READY task's gate is open — a gate closing moves its READY tasks
   off the path under their row locks, which this claim holds, so the claim's view is the one
