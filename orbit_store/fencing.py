@@ -94,14 +94,11 @@ def is_fenced(conn: sa.Connection, attempt_epoch: int) -> bool:
 
 
 def dispatch_columns() -> tuple[sa.ColumnElement[int], sa.ColumnElement[bool]]:
-    """``epoch`` and ``dispatch_open`` as columns of another statement (a claim reads them
-    beside its queues, without a round trip of their own); no fence row: epoch 0, open."""
-
-    def column(c: sa.Column[Any], default: int) -> sa.ColumnElement[Any]:
-        one = sa.select(c).where(dispatch_fence.c.id == _ROW).scalar_subquery()
-        return sa.func.coalesce(one, default)
-
-    return column(dispatch_fence.c.epoch, 0), column(dispatch_fence.c.dispatch_open, 1)
+    """``epoch`` (:func:`current_epoch_column`) and ``dispatch_open`` as columns of another
+    statement (a claim reads them beside its queues, without a round trip of their own); no
+    fence row: epoch 0, open."""
+    is_open = sa.select(dispatch_fence.c.dispatch_open).where(dispatch_fence.c.id == _ROW)
+    return current_epoch_column(), sa.func.coalesce(is_open.scalar_subquery(), 1)
 
 
 def open_epoch(conn: sa.Connection, epoch: int, dispatch_open: Any) -> int:

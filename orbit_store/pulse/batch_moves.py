@@ -27,18 +27,14 @@ import sqlalchemy as sa
 from orbit_store.db import by_primary_key
 from orbit_store.delivery.fanout import fan_out_many
 from orbit_store.ids import new_id
-from orbit_store.schema import result_events, task_events, tasks
+from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
-from . import quota
+from . import inserts, quota
 from .batch_deferred import count_quota, release_permits
 from .batch_read import SetPathMismatch
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState, WaitPath
 from .paths import holds_permit
-
-# Inserts built once: a fresh insert() costs its construction and cache key per call.
-_INSERT_TASK_EVENTS = task_events.insert()
-_INSERT_RESULT_EVENTS = result_events.insert()
 
 
 @dataclass(frozen=True)
@@ -193,7 +189,7 @@ def _insert_events(
         }
         for m in moves
     ]
-    conn.execute(_INSERT_TASK_EVENTS, rows)
+    conn.execute(inserts.TASK_EVENTS, rows)
 
 
 def _announce_outcomes(
@@ -204,7 +200,7 @@ def _announce_outcomes(
     if not moves:
         return
     events = [(new_id(), m) for m in moves]
-    conn.execute(_INSERT_RESULT_EVENTS, [_result_event(i, m, now) for i, m in events])
+    conn.execute(inserts.RESULT_EVENTS, [_result_event(i, m, now) for i, m in events])
     fan_out_many(conn, namespace, [(i, m.task, m.to_state.value) for i, m in events], now=now)
     for _, m in events:
         if m.task.workflow_instance_id is not None:

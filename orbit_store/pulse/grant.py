@@ -33,16 +33,12 @@ import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
 from orbit_store.ids import new_id, new_secret
-from orbit_store.schema import task_attempts, task_events, tasks
+from orbit_store.schema import tasks
 
-from . import quota
+from . import inserts, quota
 from .attempts import hash_token
 from .batch_moves import per_item
 from .model import AttemptState, LeaseGrant, Safety, TaskState
-
-# Built once: a fresh insert() costs its construction and cache key on every claim.
-_INSERT_ATTEMPTS = task_attempts.insert()
-_INSERT_EVENTS = task_events.insert()
 
 
 def starts_at_grant(task: sa.Row[Any], start_handlers: Collection[str]) -> bool:
@@ -99,13 +95,13 @@ def grant_tasks(
                 started=started,
             )
         )
-    conn.execute(_INSERT_ATTEMPTS, attempt_rows)
+    conn.execute(inserts.TASK_ATTEMPTS, attempt_rows)
     _move_tasks(conn, attempt_of, steps_of, now)
     counted = Counter(t.queue for t in granted if t.quota_counted)
     for queue_name in sorted(counted):
         n = counted[queue_name]
         quota.count(conn, granted[0].namespace, queue_name, waiting=-n, running=n)
-    conn.execute(_INSERT_EVENTS, event_rows)
+    conn.execute(inserts.TASK_EVENTS, event_rows)
     return results
 
 

@@ -27,15 +27,10 @@ from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, No
 from orbit_store.ids import new_id
 from orbit_store.schema import execution_gates, submission_keys, tasks
 
-from . import quota, semaphores
+from . import inserts, quota, semaphores
 from .model import QueuePolicy, Safety, SubmitResult, TaskState, WaitPath
 from .queues import lock_submission_scope
 from .transitions import append_event
-
-# Inserts built once: a fresh insert() costs its construction and cache key per call.
-_INSERT_TASKS = tasks.insert()
-_INSERT_SUBMISSION_KEYS = submission_keys.insert()
-
 
 #: How long an idempotency key is remembered (covers client retries and outbox relays).
 KEY_RETENTION = dt.timedelta(days=7)
@@ -181,14 +176,14 @@ def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> 
     )
     task_id = new_id()
     row = task_row(request, admission, task_id, path, counted, semaphore)
-    conn.execute(_INSERT_TASKS, row)
+    conn.execute(inserts.TASKS, row)
     if semaphore is not None and path is WaitPath.READY:
         semaphores.take_permits(conn, request.namespace, semaphore.key, [task_id], now)
     if counted:
         quota.count(conn, request.namespace, request.queue, waiting=1)
     if request.idempotency_key is not None:
         conn.execute(
-            _INSERT_SUBMISSION_KEYS,
+            inserts.SUBMISSION_KEYS,
             {
                 "namespace": request.namespace,
                 "idempotency_key": request.idempotency_key,

@@ -31,8 +31,9 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, IdempotencyConflict, NotFound, StoreError
 from orbit_store.ids import new_id
-from orbit_store.schema import submission_keys, task_events, tasks
+from orbit_store.schema import submission_keys, tasks
 
+from . import inserts
 from .model import SubmitResult, TaskState
 from .queues import SubmissionScope, lock_submission_scope
 from .submit import (
@@ -45,12 +46,6 @@ from .submit import (
     task_row,
     validate,
 )
-
-# Inserts built once: a fresh insert() costs its construction and cache key per call.
-_INSERT_TASKS = tasks.insert()
-_INSERT_SUBMISSION_KEYS = submission_keys.insert()
-_INSERT_TASK_EVENTS = task_events.insert()
-
 
 #: Items per transaction: long enough to share one commit, short enough to hold the shared
 #: queue locks and quota rows for milliseconds.
@@ -179,7 +174,7 @@ def _insert(
     """The plain items' tasks, keys and accepted events: one multi-row INSERT each."""
     if not rows:
         return
-    conn.execute(_INSERT_TASKS, [row for _, row in rows])
+    conn.execute(inserts.TASKS, [row for _, row in rows])
     keys = [
         {
             "namespace": request.namespace,
@@ -193,7 +188,7 @@ def _insert(
         if request.idempotency_key is not None
     ]
     if keys:
-        conn.execute(_INSERT_SUBMISSION_KEYS, keys)
+        conn.execute(inserts.SUBMISSION_KEYS, keys)
     events = [
         {
             "id": new_id(),
@@ -210,7 +205,7 @@ def _insert(
         }
         for request, row in rows
     ]
-    conn.execute(_INSERT_TASK_EVENTS, events)
+    conn.execute(inserts.TASK_EVENTS, events)
 
 
 def _settle(

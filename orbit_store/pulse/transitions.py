@@ -19,19 +19,14 @@ import sqlalchemy as sa
 from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.delivery.fanout import fan_out
 from orbit_store.ids import new_id
-from orbit_store.schema import result_events, task_events, tasks
+from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
-from . import quota
+from . import inserts, quota
 from .attempts import finish_attempt
 from .batch_deferred import count_quota, release_permits
 from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState, WaitPath
 from .paths import holds_permit, reentry_path
-
-# Inserts built once: a fresh insert() costs its construction and cache key per call.
-_INSERT_RESULT_EVENTS = result_events.insert()
-_INSERT_TASK_EVENTS = task_events.insert()
-
 
 # Built once: the per-task statements of every transition (values bound per call). Executing a
 # prebuilt statement skips SQLAlchemy's construction and cache-key work, about half of its
@@ -137,7 +132,7 @@ def transition(
     if to_state in OUTCOME_TASK_STATES:  # announced as a result event (seed §6.2, §6.3)
         event_id = new_id()
         conn.execute(
-            _INSERT_RESULT_EVENTS,
+            inserts.RESULT_EVENTS,
             {
                 "id": event_id,
                 "namespace": task.namespace,
@@ -181,7 +176,7 @@ def append_event(
     details: dict[str, Any] | None = None,
 ) -> None:
     conn.execute(
-        _INSERT_TASK_EVENTS,
+        inserts.TASK_EVENTS,
         {
             "id": new_id(),
             "task_id": task_id,

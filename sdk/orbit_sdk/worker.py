@@ -34,7 +34,7 @@ import httpx
 from . import _calls
 from ._attempt import AttemptRunner, RegisteredHandler, is_transient
 from ._heartbeat import Heartbeater
-from ._lease_ask import DEFAULT_LEASE_LINGER, MAX_LEASE_BATCH, LeaseAsk
+from ._lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
@@ -427,7 +427,7 @@ class Worker:
             if needs_session and not self._register_until_ok():
                 return
             assert self._session is not None
-            asked = min(free, MAX_LEASE_BATCH)
+            asked = free  # at most MAX_LEASE_BATCH (``LeaseAsk.free_slots``)
             call = _calls.lease(
                 self._session.id,
                 asked,
