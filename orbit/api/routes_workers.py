@@ -221,6 +221,7 @@ def _hand_back(ctx: AppContext, namespace: str, grants: list[LeaseGrant]) -> Non
 
 
 def _observe_dispatch(ctx: AppContext, grants: list[LeaseGrant]) -> None:
+    ctx.metrics.batch_items.labels("lease").observe(len(grants))  # 0: a poll that found nothing
     for grant in grants:
         if grant.available_at is not None and grant.leased_at is not None:
             latency = max((grant.leased_at - grant.available_at).total_seconds(), 0.0)

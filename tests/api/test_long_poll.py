@@ -189,3 +189,27 @@ def test_a_long_poll_gets_a_delayed_task_when_it_falls_due(api: Api) -> None:
 
     task_id, leased = asyncio.run(scenario())
     assert [lease["task_id"] for lease in leased["leases"]] == [task_id]
+
+
+def test_each_lease_answer_observes_its_grants_in_the_batch_histogram(api: Api) -> None:
+    """``orbit_batch_items{call="lease"}``: grants per answer, 0 for a poll that ended empty —
+    how an operator sees whether tasks pay a lease cycle each."""
+    registry = api.app.state.ctx.metrics.registry
+
+    def observed() -> tuple[float, float]:
+        labels = {"call": "lease"}
+        count = registry.get_sample_value("orbit_batch_items_count", labels) or 0.0
+        return count, registry.get_sample_value("orbit_batch_items_sum", labels) or 0.0
+
+    async def scenario() -> None:
+        session = await api.session()
+        path = f"/v1/worker-sessions/{session}/lease"
+        await api.call("POST", path, {"max_tasks": 5, "wait_seconds": 0})  # nothing due
+        for _ in range(3):
+            await asyncio.to_thread(api.submit)
+        await api.call("POST", path, {"max_tasks": 5, "wait_seconds": 0})
+
+    before = observed()
+    asyncio.run(scenario())
+    count, total = observed()
+    assert (count - before[0], total - before[1]) == (2.0, 3.0)
