@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
+from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.db import insert_or_lock
 from orbit_store.declared import upsert_declared
 from orbit_store.schema import namespaces, queues, tasks
@@ -60,11 +60,15 @@ class SubmissionScope:
 
     policy: QueuePolicy | None  # None: the queue is not declared
     has_quotas: bool
+    #: The database's time, read by the same statement (one round trip less per submission).
+    #: It is the statement's start: a submission that waited for a queue's deletion to end is
+    #: dated from before the wait, which no rule orders it by.
+    now: dt.datetime
 
 
 #: Built once (every submission reads its scope); values are bound per call.
 _SCOPE = (
-    sa.select(namespaces.c.has_quotas, queues)
+    sa.select(utc_now().label("db_now"), namespaces.c.has_quotas, queues)
     .select_from(
         namespaces.outerjoin(
             queues,
@@ -88,10 +92,11 @@ def lock_submission_scope(conn: sa.Connection, namespace: str, queue: str) -> Su
     if row is None:
         ensure_namespace(conn, namespace, db_now(conn))
         row = conn.execute(_SCOPE, params).one()
+    now = as_db_time(conn, row.db_now)
     if row.name is not None:
-        return SubmissionScope(_policy_from_row(row), bool(row.has_quotas))
+        return SubmissionScope(_policy_from_row(row), bool(row.has_quotas), now)
     default = QueuePolicy(name=DEFAULT_QUEUE) if queue == DEFAULT_QUEUE else None
-    return SubmissionScope(default, bool(row.has_quotas))
+    return SubmissionScope(default, bool(row.has_quotas), now)
 
 
 def lock_queue(conn: sa.Connection, namespace: str, name: str) -> bool:

@@ -22,7 +22,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
 from orbit_store.schema import execution_gates, submission_keys, tasks
@@ -153,7 +152,7 @@ def admit(conn: sa.Connection, request: SubmitRequest) -> Admission:
             "submit to another queue"
         )
     validate(request, policy)
-    now = db_now(conn)
+    now = scope.now
     if request.available_at is not None:
         available_at = request.available_at
     else:

@@ -28,7 +28,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, IdempotencyConflict, NotFound, StoreError
 from orbit_store.ids import new_id
 from orbit_store.schema import submission_keys, tasks
@@ -84,15 +83,16 @@ def submit_tasks(
             fresh.append(index)
             if key is not None:
                 claimed[key] = index
-    now = db_now(conn)
     scopes = {
         queue: lock_submission_scope(conn, namespace, queue)
         for queue in sorted({requests[i].queue for i in fresh})
     }
+    now = next(iter(scopes.values())).now if scopes else None  # read with the first scope
     rows: list[tuple[SubmitRequest, dict[str, Any]]] = []
     for index in fresh:
         request = requests[index]
         try:
+            assert now is not None  # a fresh item has read its queue's scope
             admission = _admit(conn, request, scopes[request.queue], now)
             if admission.has_quotas or request.concurrency_key or request.gate_id:
                 with conn.begin_nested():
@@ -107,7 +107,8 @@ def submit_tasks(
             )
         except StoreError as exc:  # nothing of this item was written
             results[index] = BatchItemResult(error=exc)
-    _insert(conn, rows, now)
+    if now is not None:
+        _insert(conn, rows, now)
     return [_settle(requests, digests, results, claimed, index) for index in range(len(requests))]
 
 
