@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -193,3 +194,46 @@ def test_replaying_a_key_does_not_check_quotas_again_inv6(pulse: PulseDriver) ->
     again = pulse.submit(idempotency_key="k")
     assert again.replayed and again.task_id == first.task_id
     assert _count(pulse.engine, tasks, pulse.namespace) == 1
+
+
+def _statements_of(engine: sa.Engine, work: Callable[[], object]) -> list[str]:
+    seen: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        work()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return seen
+
+
+def test_a_submission_reads_the_time_with_its_queue_scope_not_apart(pulse: PulseDriver) -> None:
+    """The time the task is dated by (seed §3: database time) comes from the statement that
+    locks its queue scope: no round trip of its own."""
+    pulse.submit()  # the namespace row exists: the scope is one statement
+    skew_before = pulse.now()
+    statements = _statements_of(pulse.base_engine, lambda: pulse.submit(idempotency_key="k"))
+    time_alone = [
+        s
+        for s in statements
+        if "FROM" not in s.upper() and ("UTC_TIMESTAMP" in s.upper() or "STRFTIME" in s.upper())
+    ]
+    assert time_alone == []
+    with pulse.engine.connect() as conn:
+        created = conn.execute(
+            sa.select(sa.func.max(tasks.c.created_at)).where(tasks.c.namespace == pulse.namespace)
+        ).scalar_one()
+    assert created >= skew_before, "dated by the database clock this driver sees"
+
+
+def test_a_submission_s_time_follows_the_connection_s_clock_skew(pulse: PulseDriver) -> None:
+    pulse.advance(3600)
+    result = pulse.submit()
+    with pulse.engine.connect() as conn:
+        created = conn.execute(
+            sa.select(tasks.c.created_at).where(tasks.c.id == result.task_id)
+        ).scalar_one()
+    assert created >= pulse.now(-60), "the skew of the submitting connection applies"
