@@ -28,7 +28,7 @@ from orbit_store.schema import execution_gates, submission_keys, tasks
 
 from . import inserts, quota, semaphores
 from .model import QueuePolicy, Safety, SubmitResult, TaskState, WaitPath
-from .queues import lock_submission_scope
+from .queues import SubmissionScope, lock_submission_scope
 from .transitions import append_event
 
 #: How long an idempotency key is remembered (covers client retries and outbox relays).
@@ -139,7 +139,12 @@ class Admission:
 def admit(conn: sa.Connection, request: SubmitRequest) -> Admission:
     """The checks before anything is written: the queue exists and accepts tasks (its row and
     the namespace's under a shared lock), the request is valid, the gate (shared lock)."""
-    scope = lock_submission_scope(conn, request.namespace, request.queue)
+    return admit_in(conn, request, lock_submission_scope(conn, request.namespace, request.queue))
+
+
+def admit_in(conn: sa.Connection, request: SubmitRequest, scope: SubmissionScope) -> Admission:
+    """``admit`` with the queue's scope already read (a batch reads it once per queue); the
+    request is dated by the time read with the scope."""
     policy = scope.policy
     if policy is None:
         raise NotFound(

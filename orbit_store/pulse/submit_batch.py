@@ -21,30 +21,20 @@ rows are inserted together at the end, three multi-row INSERTs for the batch. Lo
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.errors import Conflict, IdempotencyConflict, NotFound, StoreError
+from orbit_store.errors import IdempotencyConflict, StoreError
 from orbit_store.ids import new_id
 from orbit_store.schema import submission_keys, tasks
 
 from . import inserts
 from .model import SubmitResult, TaskState
-from .queues import SubmissionScope, lock_submission_scope
-from .submit import (
-    KEY_RETENTION,
-    Admission,
-    SubmitRequest,
-    enter,
-    first_path,
-    gate_open_for,
-    task_row,
-    validate,
-)
+from .queues import lock_submission_scope
+from .submit import KEY_RETENTION, SubmitRequest, admit_in, enter, first_path, task_row
 
 #: Items per transaction: long enough to share one commit, short enough to hold the shared
 #: queue locks and quota rows for milliseconds.
@@ -87,19 +77,17 @@ def submit_tasks(
         queue: lock_submission_scope(conn, namespace, queue)
         for queue in sorted({requests[i].queue for i in fresh})
     }
-    now = next(iter(scopes.values())).now if scopes else None  # read with the first scope
     rows: list[tuple[SubmitRequest, dict[str, Any]]] = []
     for index in fresh:
         request = requests[index]
         try:
-            assert now is not None  # a fresh item has read its queue's scope
-            admission = _admit(conn, request, scopes[request.queue], now)
+            admission = admit_in(conn, request, scopes[request.queue])
             if admission.has_quotas or request.concurrency_key or request.gate_id:
                 with conn.begin_nested():
                     results[index] = BatchItemResult(enter(conn, request, admission))
                 continue
             task_id = new_id()
-            path = first_path(admission.available_at, now, admission.gate_open, None)
+            path = first_path(admission.available_at, admission.now, admission.gate_open, None)
             row = task_row(request, admission, task_id, path, False, None)
             rows.append((request, row))
             results[index] = BatchItemResult(
@@ -107,8 +95,7 @@ def submit_tasks(
             )
         except StoreError as exc:  # nothing of this item was written
             results[index] = BatchItemResult(error=exc)
-    if now is not None:
-        _insert(conn, rows, now)
+    _insert(conn, rows)
     return [_settle(requests, digests, results, claimed, index) for index in range(len(requests))]
 
 
@@ -146,33 +133,9 @@ def _replay(key: str, digest: str, used_digest: str, task_id: str, state: str) -
     return BatchItemResult(SubmitResult(task_id, TaskState(state), replayed=True))
 
 
-def _admit(
-    conn: sa.Connection, request: SubmitRequest, scope: SubmissionScope, now: dt.datetime
-) -> Admission:
-    """``submit.admit`` with the queue's scope and the time read once for the batch."""
-    if scope.policy is None:
-        raise NotFound(
-            f"queue {request.queue!r} is not declared in namespace {request.namespace!r}: "
-            "declare it (Queue resource, `orbit apply`) or use the 'default' queue"
-        )
-    if scope.policy.draining:
-        raise Conflict(
-            f"queue {request.queue!r} is being deleted and accepts no new tasks; "
-            "submit to another queue"
-        )
-    validate(request, scope.policy)
-    if request.available_at is not None:
-        available_at = request.available_at
-    else:
-        available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
-    gate_open = gate_open_for(conn, request)
-    return Admission(scope.policy, scope.has_quotas, now, available_at, gate_open)
-
-
-def _insert(
-    conn: sa.Connection, rows: list[tuple[SubmitRequest, dict[str, Any]]], now: dt.datetime
-) -> None:
-    """The plain items' tasks, keys and accepted events: one multi-row INSERT each."""
+def _insert(conn: sa.Connection, rows: list[tuple[SubmitRequest, dict[str, Any]]]) -> None:
+    """The plain items' tasks, keys and accepted events: one multi-row INSERT each, dated as
+    each task is."""
     if not rows:
         return
     conn.execute(inserts.TASKS, [row for _, row in rows])
@@ -182,8 +145,8 @@ def _insert(
             "idempotency_key": request.idempotency_key,
             "request_digest": request.digest(),
             "task_id": row["id"],
-            "created_at": now,
-            "expires_at": now + KEY_RETENTION,
+            "created_at": row["created_at"],
+            "expires_at": row["created_at"] + KEY_RETENTION,
         }
         for request, row in rows
         if request.idempotency_key is not None
@@ -202,7 +165,7 @@ def _insert(
             "attempt_id": None,
             "actor": request.submitted_by,
             "details": None,
-            "at": now,
+            "at": row["created_at"],
         }
         for request, row in rows
     ]
