@@ -25,6 +25,7 @@ from orbit_store.schema import tasks
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
+from .sent_statements import sent_statements
 
 
 def _start_many(pulse: PulseDriver, grants: list[LeaseGrant]) -> dict[str, Any]:
@@ -53,21 +54,6 @@ def _running(pulse: PulseDriver, count: int) -> list[LeaseGrant]:
 
 
 @contextmanager
-def _statements(engine: sa.Engine) -> Iterator[list[str]]:
-    """Every statement sent to the database meanwhile."""
-    sent: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        sent.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
-
-
-@contextmanager
 def _first_match_misses(engine: sa.Engine, prefix: str) -> Iterator[list[str]]:
     """Make the first set-path statement starting with ``prefix`` (a grouped UPDATE: it names
     its rows with ``IN``) match no row, as if they had moved since they were read."""
@@ -92,7 +78,7 @@ def _per_batch(pulse: PulseDriver, size: int, work: Callable[[list[LeaseGrant]],
     for _ in range(size):
         pulse.submit()
     grants = pulse.claim(limit=size)
-    with _statements(pulse.base_engine) as sent:
+    with sent_statements(pulse.base_engine) as sent:
         work(grants)
     return len(sent)
 
@@ -109,7 +95,7 @@ def test_statements_per_completion_batch_do_not_grow_with_its_size(pulse: PulseD
 
     def start_then_count(size: int) -> int:
         grants = _running(pulse, size)
-        with _statements(pulse.base_engine) as sent:
+        with sent_statements(pulse.base_engine) as sent:
             results = _succeed_many(pulse, grants)
         assert {r.status for r in results.values()} == {CompletionStatus.APPLIED}
         return len(sent)

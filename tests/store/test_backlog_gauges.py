@@ -17,6 +17,7 @@ from orbit.metrics import Metrics
 from orbit_store.pulse.backlog import read_backlog
 
 from .pulse_driver import PulseDriver
+from .sent_statements import sent_statements
 
 
 def depth(pulse: PulseDriver) -> dict[tuple[str, str], int]:
@@ -69,14 +70,8 @@ def test_live_sessions_are_counted_per_namespace_and_state(pulse: PulseDriver) -
 @pytest.fixture
 def statements(engine: sa.Engine) -> Iterator[list[str]]:
     """Every SQL statement the engine runs while the test does."""
-    seen: list[str] = []
-
-    def record(*args: object) -> None:
-        seen.append(str(args[2]))
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield seen
-    sa.event.remove(engine, "before_cursor_execute", record)
+    with sent_statements(engine) as seen:
+        yield seen
 
 
 def scrape(cache: GaugeCache) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +15,7 @@ from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import submission_keys, task_events, tasks
 
 from .pulse_driver import PulseDriver
+from .sent_statements import sent_statements
 
 
 def _count(engine: sa.Engine, table: sa.Table, namespace: str) -> int:
@@ -196,26 +196,13 @@ def test_replaying_a_key_does_not_check_quotas_again_inv6(pulse: PulseDriver) ->
     assert _count(pulse.engine, tasks, pulse.namespace) == 1
 
 
-def _statements_of(engine: sa.Engine, work: Callable[[], object]) -> list[str]:
-    seen: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        work()
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-    return seen
-
-
 def test_a_submission_reads_the_time_with_its_queue_scope_not_apart(pulse: PulseDriver) -> None:
     """The time the task is dated by (seed §3: database time) comes from the statement that
     locks its queue scope: no round trip of its own."""
     pulse.submit()  # the namespace row exists: the scope is one statement
     skew_before = pulse.now()
-    statements = _statements_of(pulse.base_engine, lambda: pulse.submit(idempotency_key="k"))
+    with sent_statements(pulse.base_engine) as statements:
+        pulse.submit(idempotency_key="k")
     time_alone = [
         s
         for s in statements
