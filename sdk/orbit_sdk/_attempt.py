@@ -43,13 +43,25 @@ def is_transient(exc: Exception) -> bool:
     return True  # unexpected client-side failures (e.g. a closed pool during shutdown)
 
 
+def _lease_third(lease: Lease) -> float:
+    return (lease.lease_remaining_seconds or 30.0) / 3  # older servers: the default lease
+
+
 def _report_backoff(lease: Lease) -> Backoff:
     """Retries of a report come at least every third of the lease. After a server outage a
     lease gets only its own length of grace once service resumes (``orbit_store.pulse.outages``):
     a report still waiting out a longer backoff then arrives after the lease lapsed, and a task
     that finished runs again."""
-    length = lease.lease_remaining_seconds or 30.0  # older servers: the default lease
-    return Backoff(maximum=min(15.0, max(0.5, length / 3)))
+    return Backoff(maximum=min(15.0, max(0.5, _lease_third(lease))))
+
+
+def call_budget(lease: Lease) -> float:
+    """Seconds a start or report call may take, retries included, before the attempt's own
+    loop sends it again: a third of the lease (at least a second). A call stuck on a server
+    that lost its database connections would otherwise wait out the client's whole timeout
+    (10 s) while a 3-second lease lapsed, and a finished task ran again (chaos seeds 824288,
+    919245)."""
+    return max(1.0, _lease_third(lease))
 
 
 def _x(ctx: TaskContext) -> dict[str, Any]:
@@ -161,12 +173,13 @@ class AttemptRunner:
     def _start_once(self, attempt: LiveAttempt, safety: str | None) -> StartResponse:
         lease = attempt.lease
         if self.starts is None:
-            call = _calls.start_attempt(lease.attempt_id, lease.token, safety)
+            call = _calls.start_attempt(lease.attempt_id, lease.token, safety, call_budget(lease))
             return StartResponse.model_validate(self.send(call).json())
         item = {"attempt_id": lease.attempt_id, "token": lease.token}
         if safety == "unsafe":  # only the stricter declaration changes anything
             item["safety"] = safety
-        return StartResponse.model_validate({"started": True, **self.starts.submit(item)})
+        answer = self.starts.submit(item, call_budget(lease))
+        return StartResponse.model_validate({"started": True, **answer})
 
     def _report_once(self, attempt: LiveAttempt, report: Report) -> CompletionResponse:
         lease = attempt.lease
@@ -178,6 +191,7 @@ class AttemptRunner:
                 result=report.result,
                 error=report.error,
                 retryable=report.retryable,
+                budget=call_budget(lease),
             )
             return CompletionResponse.model_validate(self.send(call).json())
         answer = self.reports.submit(
@@ -188,7 +202,8 @@ class AttemptRunner:
                 "result": report.result,
                 "error": report.error,
                 "retryable": report.retryable,
-            }
+            },
+            call_budget(lease),
         )
         return CompletionResponse.model_validate({**answer, "status": answer["outcome_status"]})
 

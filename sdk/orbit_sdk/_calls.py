@@ -233,21 +233,27 @@ def close_session(session_id: str) -> Call:
     return Call("DELETE", f"/v1/worker-sessions/{_seg(session_id)}")
 
 
-def start_attempt(attempt_id: str, token: str, safety: str | None = None) -> Call:
+def start_attempt(
+    attempt_id: str, token: str, safety: str | None = None, budget: float | None = None
+) -> Call:
     """Idempotent: an attempt that is already RUNNING answers started + already_started.
     ``safety`` is the handler's declaration; the server keeps the stricter of it and the task's
     own class, so only ``"unsafe"`` can change anything and only that is worth sending."""
     body = {"token": token}
     if safety == "unsafe":
         body["safety"] = safety
-    return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/start", json=body)
+    return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/start", json=body, budget=budget)
 
 
-def heartbeat(session_id: str | None, items: list[tuple[str, str]], retry: RetryPolicy) -> Call:
+def heartbeat(
+    session_id: str | None, items: list[tuple[str, str]], retry: RetryPolicy, budget: float
+) -> Call:
+    """``budget``: a beat stuck on a slow answer must not hold up the next one (a lease
+    renewed every interval lapses after a few missed beats)."""
     body: dict[str, Any] = {"items": [{"attempt_id": a, "token": t} for a, t in items]}
     if session_id is not None:
         body["session_id"] = session_id
-    return Call("POST", "/v1/attempts/heartbeat", json=body, retry=retry)
+    return Call("POST", "/v1/attempts/heartbeat", json=body, retry=retry, budget=budget)
 
 
 def complete_attempt(
@@ -258,6 +264,7 @@ def complete_attempt(
     result: Any = None,
     error: Any = None,
     retryable: bool = False,
+    budget: float | None = None,
 ) -> Call:
     # Idempotent: the same report again answers ``duplicate``.
     body = {
@@ -267,16 +274,16 @@ def complete_attempt(
         "error": error,
         "retryable": retryable,
     }
-    return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/complete", json=body)
+    return Call("POST", f"/v1/attempts/{_seg(attempt_id)}/complete", json=body, budget=budget)
 
 
-def start_attempts(items: list[dict[str, Any]]) -> Call:
+def start_attempts(items: list[dict[str, Any]], budget: float | None = None) -> Call:
     """Worker protocol 2: ``items`` of ``{"attempt_id", "token", "safety"?}``, one transaction,
     one answer per item. Idempotent like the single start."""
-    return Call("POST", "/v1/attempts:start", json={"items": items})
+    return Call("POST", "/v1/attempts:start", json={"items": items}, budget=budget)
 
 
-def complete_attempts(items: list[dict[str, Any]]) -> Call:
+def complete_attempts(items: list[dict[str, Any]], budget: float | None = None) -> Call:
     """Worker protocol 2: ``items`` of completions with their ``attempt_id``; one answer per
     item. Idempotent: the same reports again answer ``duplicate``."""
-    return Call("POST", "/v1/attempts:complete", json={"items": items})
+    return Call("POST", "/v1/attempts:complete", json={"items": items}, budget=budget)

@@ -2,8 +2,9 @@
 
 Batched because a worker with many slots would otherwise send one request per attempt per
 interval; and the session rides along so a busy worker never needs a separate renewal call.
-Each beat gets a retry budget shorter than the interval, so a slow server delays the next beat
-instead of stacking them up.
+Each beat gets a retry budget shorter than the interval, and no try waits longer than the
+interval for its answer, so a slow server delays the next beat instead of stacking them up or
+holding the thread while the leases it should renew lapse.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ class Heartbeater:
         chunks = [pairs[i : i + MAX_ITEMS] for i in range(0, len(pairs), MAX_ITEMS)] or [[]]
         interval = worker.effective_heartbeat_interval()
         retry = RetryPolicy(max_attempts=3, max_backoff=1.0, max_elapsed=max(interval / 2, 1.0))
+        budget = max(interval, 1.0)
         for index, chunk in enumerate(chunks):
-            call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry)
+            call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry, budget)
             sent_at = time.monotonic()
             try:
                 answer = HeartbeatResponse.model_validate(worker.send(call).json())
@@ -73,7 +75,7 @@ class Heartbeater:
                 log.warning("worker %s: session refused on heartbeat: %s", worker.name, exc)
                 worker.session_ended("UNKNOWN")
                 session_id = None
-                call = _calls.heartbeat(None, chunk, retry)
+                call = _calls.heartbeat(None, chunk, retry, budget)
                 try:
                     answer = HeartbeatResponse.model_validate(worker.send(call).json())
                 except Exception as again:

@@ -13,6 +13,10 @@ a call that failed as a whole raises its error in every waiting thread, whose ow
 (``_attempt.AttemptRunner``) then apply. A server without the batched calls (404 on the batch
 path) is detected once and spoken to one item at a time; a batch refused as a whole (413/422: say,
 several large results together over the body limit) is sent again item by item.
+
+An item may come with a time budget (a third of its lease): the call carrying it then gives up
+within the smallest budget among its items, so a stuck call never holds an outcome past its
+lease while the attempt's own retries could have landed it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ log = logging.getLogger("orbit_sdk.worker")
 MAX_ITEMS = 100
 DEFAULT_LINGER = 0.002
 
+#: An item, the future its thread waits on, and its time budget in seconds.
+_Pending = tuple[dict[str, Any], "Future[dict[str, Any]]", float | None]
+
 
 class CallBatcher:
     """Gathers items (dicts carrying ``attempt_id``) and sends them as one batched call;
@@ -47,25 +54,26 @@ class CallBatcher:
         *,
         name: str,
         send: Callable[[Call], httpx.Response],
-        batch_call: Callable[[list[dict[str, Any]]], Call],
-        single: Callable[[dict[str, Any]], dict[str, Any]],
+        batch_call: Callable[[list[dict[str, Any]], float | None], Call],
+        single: Callable[[dict[str, Any], float | None], dict[str, Any]],
         linger: float = DEFAULT_LINGER,
         max_items: int = MAX_ITEMS,
     ) -> None:
         self.send, self.batch_call, self.single = send, batch_call, single
         self.linger, self.max_items = linger, max_items
         self.batched = True  # False once the server answered 404 for the batch path
-        self._pending: list[tuple[dict[str, Any], Future[dict[str, Any]]]] = []
+        self._pending: list[_Pending] = []
         self._cond = threading.Condition()
         self._urgent = False
         self._thread = threading.Thread(target=self._loop, name=f"orbit-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, item: dict[str, Any]) -> dict[str, Any]:
-        """The server's answer for ``item``; raises its refusal or the call's error."""
+    def submit(self, item: dict[str, Any], budget: float | None = None) -> dict[str, Any]:
+        """The server's answer for ``item``; raises its refusal or the call's error. ``budget``:
+        the most seconds the call carrying it may take (see the module docstring)."""
         future: Future[dict[str, Any]] = Future()
         with self._cond:
-            self._pending.append((item, future))
+            self._pending.append((item, future, budget))
             self._cond.notify_all()
         return future.result()
 
@@ -91,14 +99,16 @@ class CallBatcher:
             try:
                 self._send(taken)
             except BaseException as exc:  # never leave a waiting thread hanging
-                for _, future in taken:
+                for _, future, _ in taken:
                     if not future.done():
                         future.set_exception(exc)
 
-    def _send(self, taken: list[tuple[dict[str, Any], Future[dict[str, Any]]]]) -> None:
+    def _send(self, taken: list[_Pending]) -> None:
         if self.batched:
+            budgets = [b for _, _, b in taken if b is not None]
+            call = self.batch_call([item for item, _, _ in taken], min(budgets, default=None))
             try:
-                answer = self.send(self.batch_call([item for item, _ in taken])).json()
+                answer = self.send(call).json()
             except NotFound:
                 # A server of protocol 2 answers per item, never 404 for the whole call: this
                 # one predates the batched calls.
@@ -113,21 +123,21 @@ class CallBatcher:
                 # its neighbours' outcomes are not replaced by its fallback.
                 log.info("batched call refused as a whole (%s); sending its items one by one", exc)
             except Exception as exc:
-                for _, future in taken:
+                for _, future, _ in taken:
                     future.set_exception(exc)
                 return
             else:
                 by_id = {r["attempt_id"]: r for r in answer["results"]}
-                for item, future in taken:
+                for item, future, _ in taken:
                     result = by_id[item["attempt_id"]]
                     if result["status"] == "ok":
                         future.set_result(result)
                     else:
                         future.set_exception(_refusal(result["problem"]))
                 return
-        for item, future in taken:
+        for item, future, budget in taken:
             try:
-                future.set_result(self.single(item))
+                future.set_result(self.single(item, budget))
             except Exception as exc:
                 future.set_exception(exc)
 
@@ -139,8 +149,8 @@ def _refusal(problem: dict[str, Any]) -> OrbitError:
 def start_batcher(send: Callable[[Call], httpx.Response], linger: float) -> CallBatcher:
     """Starts: answers ``{"already_started", "lease_expires_at"}``."""
 
-    def single(item: dict[str, Any]) -> dict[str, Any]:
-        call = _calls.start_attempt(item["attempt_id"], item["token"], item.get("safety"))
+    def single(item: dict[str, Any], budget: float | None) -> dict[str, Any]:
+        call = _calls.start_attempt(item["attempt_id"], item["token"], item.get("safety"), budget)
         return dict(send(call).json())
 
     return CallBatcher(
@@ -151,13 +161,14 @@ def start_batcher(send: Callable[[Call], httpx.Response], linger: float) -> Call
 def report_batcher(send: Callable[[Call], httpx.Response], linger: float) -> CallBatcher:
     """Outcome reports: answers ``{"outcome_status", "task_state", "reason"}``."""
 
-    def single(item: dict[str, Any]) -> dict[str, Any]:
+    def single(item: dict[str, Any], budget: float | None) -> dict[str, Any]:
         fields = {k: item.get(k) for k in ("result", "error")}
         call = _calls.complete_attempt(
             item["attempt_id"],
             item["token"],
             item["outcome"],
             retryable=bool(item.get("retryable")),
+            budget=budget,
             **fields,
         )
         answer = send(call).json()

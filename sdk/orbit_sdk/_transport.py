@@ -19,6 +19,7 @@ in lock-step), honours ``Retry-After``, and is bounded both in tries and in tota
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
@@ -86,6 +87,10 @@ class Call:
     #: Overrides the client's timeout (long polls need more than the usual read timeout).
     timeout: float | None = None
     retry: RetryPolicy | None = None
+    #: Seconds for every try together, and the most any one try may wait for its answer (never
+    #: more than the timeout it would have had): a worker's report must fit in a third of its
+    #: lease, however long the client's own timeout and retries would wait.
+    budget: float | None = None
 
     def clean_params(self) -> dict[str, Any] | None:
         if not self.params:
@@ -180,6 +185,21 @@ class _Retrier:
         )
 
 
+def _try_timeout(call: Call, client: httpx.Timeout) -> Any:
+    """The timeout of one try: the call's own or the client's, cut to the call's budget."""
+    if call.budget is None:
+        return call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
+    usual = call.timeout if call.timeout is not None else client.read
+    return call.budget if usual is None else min(usual, call.budget)
+
+
+def _policy(call: Call, default: RetryPolicy) -> RetryPolicy:
+    policy = call.retry or default
+    if call.budget is not None and call.budget < policy.max_elapsed:
+        policy = dataclasses.replace(policy, max_elapsed=call.budget)
+    return policy
+
+
 def _unreachable(call: Call, exc: Exception) -> ServerUnreachable:
     err = ServerUnreachable.from_detail(
         f"{call.method} {call.path}: {type(exc).__name__}: {exc}",
@@ -209,7 +229,8 @@ class SyncTransport:
 
     def send(self, call: Call) -> httpx.Response:
         """Return a 2xx response or raise the typed error for the final failure."""
-        retrier = _Retrier(call, call.retry or self.policy, self._rng, self._clock)
+        retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
+        timeout = _try_timeout(call, self.client.timeout)
         while True:
             try:
                 response = self.client.request(
@@ -217,7 +238,7 @@ class SyncTransport:
                     call.path,
                     json=call.json,
                     params=call.clean_params(),
-                    timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                    timeout=timeout,
                 )
             except httpx.TransportError as exc:
                 delay = retrier.after_exception(exc)
@@ -261,7 +282,8 @@ class AsyncTransport:
         self._clock = clock
 
     async def send(self, call: Call) -> httpx.Response:
-        retrier = _Retrier(call, call.retry or self.policy, self._rng, self._clock)
+        retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
+        timeout = _try_timeout(call, self.client.timeout)
         while True:
             try:
                 response = await self.client.request(
@@ -269,7 +291,7 @@ class AsyncTransport:
                     call.path,
                     json=call.json,
                     params=call.clean_params(),
-                    timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                    timeout=timeout,
                 )
             except httpx.TransportError as exc:
                 delay = retrier.after_exception(exc)

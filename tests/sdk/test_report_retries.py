@@ -5,7 +5,10 @@ had finished ran again)."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import threading
+import time
 
 import httpx
 
@@ -13,7 +16,8 @@ from orbit_sdk import Lease, TaskContext
 from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
 from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._outcome import Report
-from orbit_sdk._transport import Call
+from orbit_sdk._report_buffer import DEFAULT_LINGER, report_batcher
+from orbit_sdk._transport import Call, SyncTransport
 
 from .test_models import LEASE
 
@@ -64,3 +68,64 @@ def test_report_retries_come_at_least_every_third_of_a_short_lease() -> None:
 def test_report_retries_of_a_long_lease_back_off_to_fifteen_seconds_at_most() -> None:
     waits = _report_after_failures(300.0, failures=8)
     assert max(waits) > 5.0 and max(waits) <= 15.0
+
+
+class StuckFirstCall(http.server.ThreadingHTTPServer):
+    """A real HTTP server whose first report call never gets an answer (a server stuck on a
+    database it lost), and which answers every later one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                server.calls += 1
+                if server.calls == 1:
+                    server.release.wait(30)
+                    return
+                items = [{"attempt_id": "a1", "status": "ok", "outcome_status": "applied"}]
+                body = json.dumps({"results": items, "status": "applied"}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.daemon_threads = True
+
+
+def test_a_report_stuck_in_its_call_is_sent_again_before_the_lease_ends() -> None:
+    """Chaos seeds 824288 and 919245: a report call that got no answer waited out the client's
+    10 s timeout while a 3 s lease lapsed, and the finished task ran again."""
+    server = StuckFirstCall()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = httpx.Client(base_url=f"http://127.0.0.1:{server.server_port}", timeout=10)
+    send = SyncTransport(client).send
+    runner = AttemptRunner(
+        send=send,
+        handlers={"shop.echo": RegisteredHandler(lambda ctx, params: None, "safe")},
+        live=LiveSet(),
+        stopping=threading.Event(),
+        abandon=threading.Event(),
+    )
+    runner.reports = report_batcher(send, DEFAULT_LINGER)
+    lease = Lease.model_validate(
+        {**LEASE, "handler": "shop.echo", "started": True, "lease_remaining_seconds": 6.0}
+    )
+    began = time.monotonic()
+    try:
+        runner.report(LiveAttempt(lease, TaskContext(lease, "w")), Report("succeeded"))
+        took = time.monotonic() - began
+    finally:
+        server.release.set()
+        server.shutdown()
+        client.close()
+    assert server.calls == 2, "the stuck call was given up and the report sent again"
+    assert took < 6.0, f"the report landed {took:.1f}s after it began, past its 6 s lease"

@@ -219,3 +219,31 @@ def test_async_transport_makes_the_same_decisions() -> None:
     asyncio.run(go())
     assert len(faults.requests) == 4
     assert len(sleeps) == 2
+
+
+def test_a_budget_cuts_each_try_s_timeout_and_the_retries_together() -> None:
+    faults = Faults([problem(503, "unavailable")] * 50)
+    now = [0.0]
+
+    def sleep(delay: float) -> None:
+        now[0] += delay
+
+    policy = RetryPolicy(max_attempts=50, initial_backoff=0.5, max_backoff=0.5, max_elapsed=30)
+    client = httpx.Client(
+        base_url="http://orbit.test", transport=httpx.MockTransport(faults), timeout=10
+    )
+    transport = SyncTransport(client, policy, sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(errors.Unavailable):
+        transport.send(Call("POST", "/v1/attempts:complete", json={"items": []}, budget=2.0))
+    transport.close()
+    assert now[0] <= 2.0, "the retries fit in the budget, not in the client's 30 s"
+    assert {r.extensions["timeout"]["read"] for r in faults.requests} == {2.0}
+
+
+def test_a_budget_never_lengthens_a_shorter_client_timeout() -> None:
+    faults = Faults([])
+    client = httpx.Client(
+        base_url="http://orbit.test", transport=httpx.MockTransport(faults), timeout=0.5
+    )
+    SyncTransport(client).send(Call("POST", "/v1/attempts:complete", json={}, budget=5.0))
+    assert faults.requests[0].extensions["timeout"]["read"] == 0.5
