@@ -63,8 +63,8 @@ class Move:
 
 def move_tasks(conn: sa.Connection, namespace: str, moves: list[Move], now: dt.datetime) -> None:
     """Apply every move and what it implies; raises :class:`SetPathMismatch` when a task is no
-    longer at the state and version that was read (nothing is undone here: the caller rolls
-    back to its savepoint)."""
+    longer at the state and version that was read (nothing is undone here: the transaction is
+    rolled back, ``batches.run_batch``)."""
     for move in moves:
         _check_legal(move)
     groups: dict[tuple[str, str], list[Move]] = defaultdict(list)

@@ -40,8 +40,9 @@ from .model import LIVE_SESSION_STATES
 
 class SetPathMismatch(Exception):
     """A grouped conditional update changed another number of rows than the batch expected:
-    something moved between the reads and the writes. The caller rolls the set path back to
-    its savepoint and applies the batch item by item (always correct, just slower)."""
+    something moved between the reads and the writes. The transaction is rolled back and the
+    batch applied item by item in a new one (``batches.run_batch``; always correct, just
+    slower)."""
 
 
 class BatchItemView(Protocol):

@@ -4,10 +4,12 @@ One commit (one log flush) for a whole batch instead of one per attempt, with no
 per-item rules given up. First the set path (``batch_start``, ``batch_complete``): the common
 items — a start of a leased attempt, a success or failure of a running one — are judged item by
 item from reads made once per batch and applied with grouped conditional UPDATEs and multi-row
-INSERTs, a few statements per batch whatever its size, inside one SAVEPOINT. If one of its
-affected-row counts does not match (something moved between its reads and its writes), it is
-rolled back to that savepoint, counted in :data:`SET_PATH_FALLBACKS`, and the whole batch goes
-item by item (below). The set path answers exactly what the item-by-item path would.
+INSERTs, a few statements per batch whatever its size, first in its transaction. If one of its
+affected-row counts does not match (something moved between its reads and its writes), it
+raises :class:`SetPathMismatch`, which rolls the whole transaction back; :func:`run_batch`
+counts it in :data:`SET_PATH_FALLBACKS` and runs the batch again, item by item (below), in a new
+transaction. (No SAVEPOINT around the set path: that cost two statements in every batch for a
+fallback that is rare.) The set path answers exactly what the item-by-item path would.
 
 Every other item runs the single-item transaction body (``start_attempt``,
 ``complete_attempt``) with its own attempt token, its own conditional updates and its own typed
@@ -39,7 +41,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from orbit_store.db import RetryCounter
+from orbit_store.db import RetryCounter, run_transaction
 from orbit_store.errors import InvalidRequest
 
 from .batch_complete import complete_set
@@ -141,6 +143,27 @@ def complete_attempts(
     return _apply(conn, namespace, "complete", items, set_path, complete)
 
 
+def run_batch(
+    engine: sa.Engine,
+    apply: Callable[..., dict[str, Any]],
+    *,
+    namespace: str,
+    items: Sequence[StartItem] | Sequence[CompletionItem],
+) -> dict[str, Any]:
+    """``apply`` (:func:`start_attempts` or :func:`complete_attempts`) in one transaction; when
+    its set path's counts do not match, that transaction is rolled back whole and the batch runs
+    again item by item in a new one (every item is idempotent, and nothing of the first
+    transaction was committed)."""
+    work = functools.partial(apply, namespace=namespace, items=items)
+    try:
+        return run_transaction(engine, work)
+    except SetPathMismatch as exc:
+        kind = "start" if apply is start_attempts else "complete"
+        SET_PATH_FALLBACKS.add(kind)
+        log.warning("batch %s went item by item: %s", kind, exc)
+        return run_transaction(engine, functools.partial(work, set_based=False))
+
+
 def _apply(
     conn: sa.Connection,
     namespace: str,
@@ -155,9 +178,7 @@ def _apply(
     with deferred(conn, namespace) as record:
         if set_path is None:
             return _each(conn, record, by_id, sorted(by_id), apply)
-        return _set_then_each(
-            conn, record, kind, by_id, lambda: set_path(list(by_id.values())), apply
-        )
+        return _set_then_each(conn, record, by_id, lambda: set_path(list(by_id.values())), apply)
 
 
 def _checked(items: Sequence[Item]) -> dict[str, Item]:
@@ -172,25 +193,15 @@ def _checked(items: Sequence[Item]) -> dict[str, Item]:
 def _set_then_each(
     conn: sa.Connection,
     record: Deferred,
-    kind: str,
     by_id: dict[str, Item],
     set_path: Callable[[], tuple[dict[str, R], list[str]]],
     apply: Callable[[Item], R],
 ) -> dict[str, R | ItemRefused]:
-    """The set path in a savepoint, then the items it left, each on its own; or, when the set
-    path's counts did not match, every item on its own."""
+    """The set path, then the items it left, each on its own. Its :class:`SetPathMismatch`
+    leaves the transaction to be rolled back (see :func:`run_batch`)."""
     if len(by_id) < SET_PATH_FROM:
         return _each(conn, record, by_id, sorted(by_id), apply)
-    savepoint, mark = conn.begin_nested(), record.mark()
-    try:
-        answers, rest = set_path()
-    except SetPathMismatch as exc:
-        savepoint.rollback()
-        record.reset(mark)
-        SET_PATH_FALLBACKS.add(kind)
-        log.warning("batch %s went item by item: %s", kind, exc)
-        return _each(conn, record, by_id, sorted(by_id), apply)
-    savepoint.commit()
+    answers, rest = set_path()
     results: dict[str, R | ItemRefused] = dict(answers)
     results.update(_each(conn, record, by_id, rest, apply))
     return results

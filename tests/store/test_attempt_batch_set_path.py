@@ -30,8 +30,8 @@ from .sent_statements import sent_statements
 
 def _start_many(pulse: PulseDriver, grants: list[LeaseGrant]) -> dict[str, Any]:
     items = [batches.StartItem(g.attempt_id, g.token) for g in grants]
-    return pulse.tx(
-        functools.partial(batches.start_attempts, namespace=pulse.namespace, items=items)
+    return batches.run_batch(
+        pulse.engine, batches.start_attempts, namespace=pulse.namespace, items=items
     )
 
 
@@ -40,8 +40,8 @@ def _succeed_many(pulse: PulseDriver, grants: list[LeaseGrant]) -> dict[str, Any
         batches.CompletionItem(g.attempt_id, g.token, Outcome.SUCCEEDED, {"n": n})
         for n, g in enumerate(grants)
     ]
-    return pulse.tx(
-        functools.partial(batches.complete_attempts, namespace=pulse.namespace, items=items)
+    return batches.run_batch(
+        pulse.engine, batches.complete_attempts, namespace=pulse.namespace, items=items
     )
 
 

@@ -59,10 +59,11 @@ QUEUES = ("qa", "qb", "qc")
 EXPECTED = (Conflict, QuotaExceeded, InvalidRequest)  # refusals are answers, not failures
 
 
-def tx(engine: sa.Engine, stats: Counter[str], work: Callable[[sa.Connection], Any]) -> Any:
-    """One transaction; a typed refusal is counted and answered with None."""
+def tx(engine: sa.Engine, stats: Counter[str], work: Callable[..., Any], own: bool = False) -> Any:
+    """One transaction (``own``: ``work`` runs its own, as ``batches.run_batch`` does); a typed
+    refusal is counted and answered with None."""
     try:
-        return run_transaction(engine, work)
+        return work() if own else run_transaction(engine, work)
     except EXPECTED as exc:
         stats[f"refused_{type(exc).__name__}"] += 1
         return None
@@ -160,7 +161,14 @@ def _batcher(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
         seen = [json.loads(line) for line in shared.read_text().splitlines()[-40:] if line]
         items = dict(mine + rng.sample(seen, min(len(seen), 6)))
         starts = [batches.StartItem(a, t) for a, t in items.items()]
-        tx(engine, stats, functools.partial(batches.start_attempts, namespace=ns, items=starts))
+        tx(
+            engine,
+            stats,
+            functools.partial(
+                batches.run_batch, engine, batches.start_attempts, namespace=ns, items=starts
+            ),
+            own=True,
+        )
         reports = []
         for attempt_id, token in items.items():
             roll = rng.random()
@@ -171,7 +179,12 @@ def _batcher(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
                 batches.CompletionItem(attempt_id, token, outcome, {"r": 1}, None, roll < 0.85)
             )
         done = tx(
-            engine, stats, functools.partial(batches.complete_attempts, namespace=ns, items=reports)
+            engine,
+            stats,
+            functools.partial(
+                batches.run_batch, engine, batches.complete_attempts, namespace=ns, items=reports
+            ),
+            own=True,
         )
         stats["batch_applied"] += sum(
             1 for r in (done or {}).values() if getattr(r, "status", None) == "applied"
