@@ -1,5 +1,9 @@
 """The worker protocol (ORBIT.md §6): sessions → lease (long-poll) → start → heartbeat →
-complete. Every call is scoped to the token's namespace; attempts need their secret token."""
+complete. Every call is scoped to the token's namespace; attempts need their secret token.
+
+The calls a worker makes per task or per interval are ``async`` routes that send only their
+transactions to a thread (see ``routes_attempt_batches``: a plain ``def`` route costs two thread
+hand-offs)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from orbit_store.pulse.model import (
     LeaseGrant,
     Outcome,
     RenewRequest,
+    RenewResult,
     Safety,
     StartRefusal,
 )
@@ -264,20 +269,18 @@ def close(session_id: SessionId, credential: CurrentCredential, ctx: Ctx) -> Res
     responses=PROBLEMS,
     summary="Start an attempt (LEASED → RUNNING)",
 )
-def start(
+async def start(
     attempt_id: AttemptId, body: schemas.StartRequest, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.StartResponse:
     namespace = worker_namespace(credential)
-    result = run_transaction(
-        ctx.engine,
-        functools.partial(
-            start_attempt,
-            namespace=namespace,
-            attempt_id=attempt_id,
-            token=body.token,
-            handler_safety=Safety(body.safety) if body.safety else None,
-        ),
+    work = functools.partial(
+        start_attempt,
+        namespace=namespace,
+        attempt_id=attempt_id,
+        token=body.token,
+        handler_safety=Safety(body.safety) if body.safety else None,
     )
+    result = await anyio.to_thread.run_sync(run_transaction, ctx.engine, work)
     if not result.started:
         assert result.refusal is not None
         status, slug = START_REFUSALS[result.refusal]
@@ -296,30 +299,32 @@ def start(
     responses=PROBLEMS,
     summary="Renew leases (batch) and the worker session",
 )
-def heartbeat(
+async def heartbeat(
     body: schemas.HeartbeatRequest, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.HeartbeatResponse:
     namespace = worker_namespace(credential)
-    session = None
-    if body.session_id is not None:
-        view = run_transaction(
-            ctx.engine,
-            functools.partial(
-                sessions.renew_session, namespace=namespace, session_id=body.session_id
-            ),
-        )
-        session = _session(ctx, view)
     items = [RenewRequest(i.attempt_id, i.token) for i in body.items]
-    results = (
-        run_transaction(
-            ctx.engine, functools.partial(renew_leases, namespace=namespace, items=items)
-        )
-        if items
-        else []
-    )
+    view, results = await anyio.to_thread.run_sync(_renew, ctx, namespace, body.session_id, items)
     return schemas.HeartbeatResponse(
-        results=[schemas.HeartbeatResult.model_validate(r) for r in results], session=session
+        results=[schemas.HeartbeatResult.model_validate(r) for r in results],
+        session=_session(ctx, view) if view is not None else None,
     )
+
+
+def _renew(
+    ctx: AppContext, namespace: str, session_id: str | None, items: list[RenewRequest]
+) -> tuple[sessions.WorkerSession | None, list[RenewResult]]:
+    """The session, then the leases: two transactions, one thread hand-off."""
+    view = None
+    if session_id is not None:
+        renew = functools.partial(
+            sessions.renew_session, namespace=namespace, session_id=session_id
+        )
+        view = run_transaction(ctx.engine, renew)
+    if not items:
+        return view, []
+    leases = functools.partial(renew_leases, namespace=namespace, items=items)
+    return view, run_transaction(ctx.engine, leases)
 
 
 @router.post(
@@ -328,26 +333,24 @@ def heartbeat(
     responses=PROBLEMS,
     summary="Report an attempt's outcome",
 )
-def complete(
+async def complete(
     attempt_id: AttemptId, body: schemas.Completion, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.CompletionResponse:
     """``duplicate`` when this outcome was already recorded; 409 ``stale-attempt`` when the
     attempt was superseded (the report is kept on the attempt as evidence)."""
     namespace = worker_namespace(credential)
     limits.check_payload(ctx.settings.max_payload_bytes, result=body.result, error=body.error)
-    result = run_transaction(
-        ctx.engine,
-        functools.partial(
-            complete_attempt,
-            namespace=namespace,
-            attempt_id=attempt_id,
-            token=body.token,
-            outcome=Outcome(body.outcome),
-            result=body.result,
-            error=body.error,
-            retryable=body.retryable,
-        ),
+    work = functools.partial(
+        complete_attempt,
+        namespace=namespace,
+        attempt_id=attempt_id,
+        token=body.token,
+        outcome=Outcome(body.outcome),
+        result=body.result,
+        error=body.error,
+        retryable=body.retryable,
     )
+    result = await anyio.to_thread.run_sync(run_transaction, ctx.engine, work)
     refusal = completion_refusal(attempt_id, result)
     if refusal is not None:
         raise ApiProblem(*refusal)
