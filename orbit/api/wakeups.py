@@ -11,6 +11,7 @@ released) is found by the process's shared probe (ready_watch.py), which wakes w
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -35,11 +36,13 @@ class Waiter:
 class Wakeups:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         # Insertion-ordered: the first waiters registered are woken first.
         self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        """Called on the event loop's own thread (the app's lifespan)."""
+        self._loop, self._loop_thread = loop, threading.get_ident()
 
     def waiter(
         self, namespace: str, queues: list[str], handlers: list[str] | None
@@ -54,8 +57,14 @@ class Wakeups:
         return future
 
     def notify(self, namespace: str, queue: str, handler: str, count: int = 1) -> None:
-        """Thread-safe: called from request threads after ``count`` tasks became READY."""
-        if count > 0 and self._loop is not None and not self._loop.is_closed():
+        """Thread-safe: called after ``count`` tasks became READY, from a request thread or
+        from the event loop (an async route: then the waiters are woken at once, without the
+        loop's self-pipe write and wake-up a hand-over from another thread costs)."""
+        if count <= 0 or self._loop is None or self._loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._wake(namespace, queue, handler, count)
+        else:
             self._loop.call_soon_threadsafe(self._wake, namespace, queue, handler, count)
 
     def _wake(self, namespace: str, queue: str, handler: str, count: int) -> None:

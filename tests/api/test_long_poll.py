@@ -37,6 +37,20 @@ def test_one_submission_wakes_one_waiter() -> None:
     assert asyncio.run(scenario()) == [True, False, False, False, False], "oldest first"
 
 
+def test_a_submission_in_a_request_thread_wakes_a_waiter_through_the_loop() -> None:
+    """A synchronous route notifies from its worker thread: the wake-up must cross to the
+    event loop (the async submit route wakes waiters directly)."""
+
+    async def scenario() -> list[bool]:
+        wakeups = Wakeups()
+        waiting = await _waiters(wakeups, *[(["default"], None)] * 2)
+        await asyncio.to_thread(wakeups.notify, "ns", "default", "h")
+        await asyncio.sleep(0.05)
+        return [w.done() for w in waiting]
+
+    assert asyncio.run(scenario()) == [True, False]
+
+
 def test_a_submission_wakes_only_waiters_that_can_run_it() -> None:
     async def scenario() -> list[bool]:
         wakeups = Wakeups()
