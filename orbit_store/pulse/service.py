@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.db import retry_sleep, run_transaction
-from orbit_store.errors import CommitOutcomeUnknown, Conflict
+from orbit_store.errors import CommitOutcomeUnknown, Conflict, StoreError
 from orbit_store.passes import ItemPass
 from orbit_store.schema import namespaces
 
@@ -37,12 +37,18 @@ T = TypeVar("T")
 def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
     """Submit with invariant 6 kept end to end.
 
-    A concurrent duplicate that lost the race on the idempotency key, or a commit whose outcome
-    is unknown, is resolved by looking the same key up — never by submitting under a new one.
+    Optimistic: the key is not looked up before the request is accepted (one statement less
+    for every new submission). A used key — an earlier submission, or a concurrent duplicate
+    that won the race — fails the key's INSERT; a commit whose outcome is unknown, or a keyed
+    request refused (its queue paused since, a quota full), may also name an earlier
+    submission. Each is resolved by looking the same key up in a new transaction: a replay is
+    answered as the original task, a different request under the key as a conflict — never by
+    submitting under a new key.
     """
+    work = functools.partial(submit_task, request=request, look_up_key=False)
     try:
-        return run_transaction(engine, functools.partial(submit_task, request=request))
-    except (sa.exc.IntegrityError, CommitOutcomeUnknown):
+        return run_transaction(engine, work)
+    except (sa.exc.IntegrityError, StoreError):
         if request.idempotency_key is None:
             raise
         key = request.idempotency_key

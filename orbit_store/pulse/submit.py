@@ -109,16 +109,24 @@ def validate(request: SubmitRequest, policy: QueuePolicy) -> None:
         raise InvalidRequest("concurrency_limit needs a concurrency_key")
 
 
-def submit_task(conn: sa.Connection, request: SubmitRequest) -> SubmitResult:
+def submit_task(
+    conn: sa.Connection, request: SubmitRequest, *, look_up_key: bool = True
+) -> SubmitResult:
     """Accept ``request`` or return the task its idempotency key already names (invariants 1, 6).
 
     Raises NotFound (undeclared queue), Conflict (key reused for another request),
     QuotaExceeded (nothing written), InvalidRequest. A concurrent duplicate that loses the race
     on the key surfaces as an IntegrityError; :func:`orbit_store.pulse.service.submit` retries
     it as a lookup.
+
+    ``look_up_key=False`` (optimistic, for :func:`~orbit_store.pulse.service.submit`: most
+    requests are new): the key is not looked up first. A used key then fails the key's INSERT
+    (IntegrityError), and a refused keyed request raises its refusal; in both cases the caller
+    looks the key up in a new transaction, so a replay is still answered as a replay whatever
+    the queue or its quotas say now.
     """
-    digest = request.digest()
-    if request.idempotency_key is not None:
+    if request.idempotency_key is not None and look_up_key:
+        digest = request.digest()
         existing = find_submission(conn, request.namespace, request.idempotency_key, digest)
         if existing is not None:
             return existing

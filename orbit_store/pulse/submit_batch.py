@@ -50,16 +50,27 @@ class BatchItemResult:
 
 
 def submit_tasks(
-    conn: sa.Connection, *, namespace: str, requests: Sequence[SubmitRequest]
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    requests: Sequence[SubmitRequest],
+    look_up_keys: bool = True,
 ) -> list[BatchItemResult]:
     """Accept ``requests`` (one namespace, at most ``SUB_BATCH``) in this transaction; one
-    result per request, in order. See the module docstring for the rules."""
+    result per request, in order. See the module docstring for the rules.
+
+    ``look_up_keys=False`` (optimistic, for a group of single submissions: most are new): the
+    keys are not looked up first. A used key then fails the keys' INSERT (IntegrityError:
+    nothing of the transaction commits; the caller resolves each request on its own), and the
+    keys of refused items are looked up before they answer, so a replay is answered as one
+    whatever its queue or quotas say now."""
     if len(requests) > SUB_BATCH:
         raise ValueError(f"at most {SUB_BATCH} submissions per transaction")
     if any(r.namespace != namespace for r in requests):
         raise ValueError("one namespace per transaction")
     digests = [r.digest() for r in requests]
-    known = _known_keys(conn, namespace, [r.idempotency_key for r in requests])
+    keys = [r.idempotency_key for r in requests]
+    known = _known_keys(conn, namespace, keys) if look_up_keys else {}
     results: list[BatchItemResult | None] = [None] * len(requests)
     fresh: list[int] = []
     claimed: dict[str, int] = {}  # key -> index of the item in this batch that takes it
@@ -95,6 +106,8 @@ def submit_tasks(
             )
         except StoreError as exc:  # nothing of this item was written
             results[index] = BatchItemResult(error=exc)
+    if not look_up_keys:
+        _replays_among_refused(conn, namespace, requests, digests, results)
     _insert(conn, rows)
     return [_settle(requests, digests, results, claimed, index) for index in range(len(requests))]
 
@@ -120,6 +133,29 @@ def _known_keys(
         )
     )
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+def _replays_among_refused(
+    conn: sa.Connection,
+    namespace: str,
+    requests: Sequence[SubmitRequest],
+    digests: list[str],
+    results: list[BatchItemResult | None],
+) -> None:
+    """A refused keyed item whose key was used before is that earlier submission's replay (or a
+    conflict), as if its key had been looked up first."""
+    refused = [
+        i
+        for i, result in enumerate(results)
+        if result is not None and result.error is not None and requests[i].idempotency_key
+    ]
+    if not refused:
+        return
+    known = _known_keys(conn, namespace, [requests[i].idempotency_key for i in refused])
+    for i in refused:
+        key = requests[i].idempotency_key
+        if key in known:
+            results[i] = _replay(key, digests[i], *known[key])
 
 
 def _replay(key: str, digest: str, used_digest: str, task_id: str, state: str) -> BatchItemResult:
@@ -197,5 +233,4 @@ def _settle(
                 "different request; use a new key for a new request"
             )
         )
-    task_id = first.result.task_id
-    return BatchItemResult(SubmitResult(task_id, TaskState.WAITING, replayed=True))
+    return BatchItemResult(SubmitResult(first.result.task_id, first.result.state, replayed=True))

@@ -8,12 +8,13 @@ typed conflict; a refused request (quota, undeclared queue, invalid) writes noth
 neighbours are accepted. Two requests of one group under the same key are answered as two
 concurrent submissions are: one creates the task, the other replays it (or conflicts).
 
-The group goes through ``submit_batch.submit_tasks`` (one key lookup, the queue scope read once,
-multi-row INSERTs). Its requests are taken in queue order, so the quota rows of a group are
-locked queue by queue, as in every other group (no lock cycle between two groups). A request
-with a concurrency key or a gate is never grouped (``groupable``): its permit row or gate would be
-locked after an earlier request's quota rows, against the documented order (gate → key → quota
-rows).
+The group goes through ``submit_batch.submit_tasks`` (the queue scope read once, multi-row
+INSERTs), optimistically: its keys are not looked up first — most requests are new — so a used
+key fails the group's key INSERT and every request is then submitted alone (below). Its
+requests are taken in queue order, so the quota rows of a group are locked queue by queue, as
+in every other group (no lock cycle between two groups). A request with a concurrency key or a
+gate is never grouped (``groupable``): its permit row or gate would be locked after an earlier
+request's quota rows, against the documented order (gate → key → quota rows).
 
 When the group's transaction cannot tell each request's fate — another transaction took one of
 its keys meanwhile (IntegrityError: nothing committed), or its commit outcome is unknown — every
@@ -58,7 +59,10 @@ def submit_group(
         raise ValueError("a group holds groupable requests of one namespace")
     order = sorted(range(len(requests)), key=lambda i: requests[i].queue)  # stable: arrival
     work = functools.partial(
-        submit_batch.submit_tasks, namespace=namespace, requests=[requests[i] for i in order]
+        submit_batch.submit_tasks,
+        namespace=namespace,
+        requests=[requests[i] for i in order],
+        look_up_keys=False,
     )
     try:
         items = run_transaction(engine, work)

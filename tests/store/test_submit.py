@@ -196,6 +196,18 @@ def test_replaying_a_key_does_not_check_quotas_again_inv6(pulse: PulseDriver) ->
     assert _count(pulse.engine, tasks, pulse.namespace) == 1
 
 
+def test_a_new_keyed_submission_does_not_look_its_key_up_first(pulse: PulseDriver) -> None:
+    """Optimistic (issue 9): a used key is found by the key's INSERT and then looked up in a new
+    transaction (the replay tests above), so a new submission saves that statement."""
+    with sent_statements(pulse.base_engine) as statements:
+        result = pulse.submit(idempotency_key="fresh")
+    assert not result.replayed
+    key_reads = [
+        s for s in statements if s.lstrip().upper().startswith("SELECT") and "submission_keys" in s
+    ]
+    assert key_reads == []
+
+
 def test_a_submission_reads_the_time_with_its_queue_scope_not_apart(pulse: PulseDriver) -> None:
     """The time the task is dated by (seed §3: database time) comes from the statement that
     locks its queue scope: no round trip of its own."""

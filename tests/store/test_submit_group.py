@@ -14,7 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.db import create_store_engine
-from orbit_store.errors import CommitOutcomeUnknown, IdempotencyConflict, NotFound
+from orbit_store.errors import (
+    CommitOutcomeUnknown,
+    IdempotencyConflict,
+    NotFound,
+    QuotaExceeded,
+)
 from orbit_store.pulse import service
 from orbit_store.pulse.model import SubmitResult
 from orbit_store.pulse.submit import SubmitRequest, submit_task
@@ -22,6 +27,7 @@ from orbit_store.pulse.submit_group import groupable, submit_group
 from orbit_store.schema import namespaces, submission_keys, tasks
 
 from .pulse_driver import PulseDriver
+from .sent_statements import sent_statements
 
 
 def _request(pulse: PulseDriver, key: str | None, **kw: Any) -> SubmitRequest:
@@ -111,6 +117,37 @@ def test_two_submissions_under_one_key_in_one_group_make_one_task_inv6(pulse: Pu
     assert again.task_id == first.task_id
     assert isinstance(different, IdempotencyConflict)
     assert _tasks_in(pulse) == 1
+
+
+def test_a_group_of_new_submissions_does_not_look_its_keys_up_first(pulse: PulseDriver) -> None:
+    """Optimistic: most submissions are new, so a group sends no key lookup; a used key is
+    found by the keys' INSERT instead (the test above)."""
+    with sent_statements(pulse.base_engine) as statements:
+        answers = submit_group(
+            pulse.engine, pulse.namespace, [_request(pulse, "a"), _request(pulse, "b")]
+        )
+    assert all(isinstance(a, SubmitResult) and not a.replayed for a in answers)
+    assert [s for s in statements if _reads_keys(s)] == []
+
+
+def test_in_a_group_a_refused_submission_whose_key_was_used_is_its_replay_inv6(
+    pulse: PulseDriver,
+) -> None:
+    """A replay is answered as the original task even when the request would be refused now
+    (here: the waiting quota is full), as if its key had been looked up first."""
+    pulse.quota("q", max_waiting=1)
+    earlier = service.submit(pulse.engine, _request(pulse, "old"))
+    replayed, refused = submit_group(
+        pulse.engine, pulse.namespace, [_request(pulse, "old"), _request(pulse, "new")]
+    )
+    assert isinstance(replayed, SubmitResult) and replayed.replayed
+    assert replayed.task_id == earlier.task_id
+    assert isinstance(refused, QuotaExceeded)
+    assert _tasks_in(pulse) == 1
+
+
+def _reads_keys(statement: str) -> bool:
+    return statement.lstrip().upper().startswith("SELECT") and "submission_keys" in statement
 
 
 def test_a_submission_with_a_concurrency_key_is_never_grouped(pulse: PulseDriver) -> None:
