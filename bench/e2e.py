@@ -11,7 +11,10 @@ batch their reports, and wait ``--lease-linger`` for fuller lease requests. Drai
 the database's own timestamps (first lease -> last finish), so worker start-up is not counted.
 Dispatch latency: idle long-polling workers, one task at a time; available_at -> leased/started.
 Raw: scratch tables made with CREATE TABLE ... LIKE, as many processes as slots, READ COMMITTED.
-Usage: ``.venv/bin/python bench/e2e.py [--quick] [--keep]`` (see --help).
+``--rounds N`` alternates the Orbit and raw cells N times and prints each round's ratios and
+their medians: a machine whose speed drifts during the run (a shared host) moves both sides of a
+round alike, while one round's ratio can be off by the drift between its two halves.
+Usage: ``.venv/bin/python bench/e2e.py [--quick] [--rounds 3] [--keep]`` (see --help).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -472,6 +476,24 @@ def server_sql(url: str, statement: str) -> None:
     conn.close()
 
 
+def _ratio_values(o: dict[str, float], r: dict[str, float]) -> dict[str, float]:
+    return {
+        "e2e": o["e2e"] / r["e2e"],
+        "many_e2e": o["many_e2e"] / r["e2e"],
+        "drain": o["drain"] / r["drain"],
+        "many_drain": o["many_drain"] / r["drain"],
+        "cpu": o["cpu"],
+    }
+
+
+def _ratios(v: dict[str, float]) -> str:
+    return (
+        f"one-by-one e2e {v['e2e']:.2f}x [>=1.5], submit_many e2e {v['many_e2e']:.2f}x [>=3], "
+        f"drain {v['drain']:.2f}x (after submit_many {v['many_drain']:.2f}x) [>=3], server CPU "
+        f"{v['cpu']:.2f} ms/task [<=2]"
+    )
+
+
 def report(bench: Bench, rows: list[Any], lat: dict[str, list[float]]) -> None:
     args = bench.args
     say(
@@ -490,12 +512,12 @@ def report(bench: Bench, rows: list[Any], lat: dict[str, list[float]]) -> None:
         say(f"{slots:>5}", *(f"{v:>13,.0f}" for v in [*cells, r["e2e"]]), f"{o['cpu']:>13.2f}")
     say("\nratios to the raw-SQL lifecycle of the same run (issue 9 targets in brackets):")
     for slots, o, r in rows:
-        say(
-            f"{slots:>5} slots: one-by-one e2e {o['e2e'] / r['e2e']:.2f}x [>=1.5], submit_many ",
-            f"e2e {o['many_e2e'] / r['e2e']:.2f}x [>=3], drain {o['drain'] / r['drain']:.2f}x ",
-            f"(after submit_many {o['many_drain'] / r['drain']:.2f}x) [>=3], server CPU ",
-            f"{o['cpu']:.2f} ms/task [<=2]",
-        )
+        say(f"{slots:>5} slots: {_ratios(_ratio_values(o, r))}")
+    for slots in sorted({slots for slots, _, _ in rows}):
+        rounds = [_ratio_values(o, r) for s, o, r in rows if s == slots]
+        if len(rounds) > 1:
+            medians = {k: statistics.median(v[k] for v in rounds) for k in rounds[0]}
+            say(f"{slots:>5} slots, median of {len(rounds)} rounds: {_ratios(medians)}")
     say(f"(ratio = Orbit / raw; raw deadlock/lock-wait retries: {[r[2]['retries'] for r in rows]})")
     if lat:
         n, plan = len(next(iter(lat.values()))), "+".join(map(str, PLANS[args.latency_slots]))
@@ -547,7 +569,15 @@ def main() -> None:
         help="workers' lease_linger (0: ask as soon as one slot is free, before issue 9)",
     )
     add("--keep", action="store_true", help="keep the database and the logs")
+    add(
+        "--rounds",
+        type=int,
+        default=1,
+        help="Orbit and raw cells alternated this many times per slot count; medians printed",
+    )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.quick:
         args.tasks, args.latency_samples = 150, 50
     size = max(*args.slots, args.submitters)  # forked before any thread exists; Ctrl-C is ours
@@ -580,18 +610,19 @@ def main() -> None:
         rows, lat = [], {}
         with Client(bench.base, token=bench.token, timeout=30) as client:
             for slots in args.slots:
-                orbit = bench.orbit_cell(client, slots)
-                if slots == args.latency_slots and args.latency_samples:
-                    lat = bench.latency(client, args.latency_samples)
-                bench.stop(bench.workers)
-                bench.workers = []
-                pool.map(raw_warm, [args.database_url] * size, chunksize=1)
-                raw = raw_cell(pool, args.database_url, slots, args.tasks, args.submitters)
-                say(
-                    f"  raw   {slots:2} slots: submit {raw['submit']:6,.0f}/s, drain ",
-                    f"{raw['drain']:6,.0f}/s, e2e {raw['e2e']:6,.0f}/s",
-                )
-                rows.append((slots, orbit, raw))
+                for round_ in range(args.rounds):
+                    orbit = bench.orbit_cell(client, slots)
+                    if slots == args.latency_slots and args.latency_samples and not round_:
+                        lat = bench.latency(client, args.latency_samples)
+                    bench.stop(bench.workers)
+                    bench.workers = []
+                    pool.map(raw_warm, [args.database_url] * size, chunksize=1)
+                    raw = raw_cell(pool, args.database_url, slots, args.tasks, args.submitters)
+                    say(
+                        f"  raw   {slots:2} slots: submit {raw['submit']:6,.0f}/s, drain ",
+                        f"{raw['drain']:6,.0f}/s, e2e {raw['e2e']:6,.0f}/s",
+                    )
+                    rows.append((slots, orbit, raw))
         report(bench, rows, lat)
         ok = True
     finally:
