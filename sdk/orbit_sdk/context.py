@@ -1,8 +1,9 @@
 """What a handler sees of its attempt: identity, fencing number, and the stop signals.
 
 The worker's heartbeat thread flips ``cancel_requested`` and ``lease_lost``; handlers read them
-(or block in ``wait_for_cancel``) from their own thread. Events, not plain booleans, so a waiting
-handler wakes the moment a heartbeat brings the news.
+(or block in ``wait_for_cancel``) from their own thread. Each flag is set before the one event
+both share, so a waiting handler wakes the moment a heartbeat brings either news (one event per
+attempt, not three: a worker creates a context for every task it runs).
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ class TaskContext:
         self.deadline_at: dt.datetime | None = lease.deadline_at
         self.lease_expires_at: dt.datetime | None = lease.lease_expires_at
         self.worker_name = worker_name
-        self._cancel = threading.Event()
-        self._lost = threading.Event()
-        self._stop = threading.Event()  # either of the two: what wait_for_cancel waits on
+        self._cancelled = False
+        self._lost = False
+        self._stop = threading.Event()  # set after either flag: what wait_for_cancel waits on
         #: The lease's end on this process's monotonic clock (``_lease_deadline``); a grant is
         #: measured from ``granted_at`` (``LeaseBatch.measured_from``; default: now), starts
         #: and heartbeats from when they were sent.
@@ -73,7 +74,7 @@ class TaskContext:
     @property
     def cancel_requested(self) -> bool:
         """Someone asked to cancel this task: stop soon and raise ``orbit_sdk.Cancelled``."""
-        return self._cancel.is_set()
+        return self._cancelled
 
     @property
     def lease_lost(self) -> bool:
@@ -81,10 +82,10 @@ class TaskContext:
         here without a renewal (the process was paused, or the server unreachable): another
         attempt may run (or have run) the task. Stop side effects that the fencing
         ``generation`` does not protect."""
-        if not self._lost.is_set() and self._deadline.passed():
+        if not self._lost and self._deadline.passed():
             self._expired_locally = True
             self._mark_lease_lost(LOCAL_EXPIRY_REASON)
-        return self._lost.is_set()
+        return self._lost
 
     @property
     def lease_seconds_left(self) -> float | None:
@@ -128,15 +129,15 @@ class TaskContext:
     # --- set by the worker ------------------------------------------------------------------
 
     def _mark_cancel_requested(self) -> None:
-        if not self._cancel.is_set():
+        if not self._cancelled:
             self.log.info("cancel requested for task %s", self.task_id)
-        self._cancel.set()
+        self._cancelled = True
         self._stop.set()
 
     def _mark_lease_lost(self, reason: str | None = None) -> None:
-        if not self._lost.is_set():
+        if not self._lost:
             self.log.warning("lease lost for task %s: %s", self.task_id, reason or "unknown")
-        self._lost.set()
+        self._lost = True
         self._stop.set()
 
     def _extend(
@@ -146,7 +147,7 @@ class TaskContext:
         sent_at: float | None = None,
     ) -> None:
         """A server renewed the lease; ``sent_at``: monotonic time its request was sent."""
-        if self._lost.is_set():
+        if self._lost:
             return  # lost is final: a handler told to stop is not told to go on
         if lease_expires_at is not None:
             self.lease_expires_at = lease_expires_at
