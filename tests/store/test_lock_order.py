@@ -111,7 +111,7 @@ def _claimer(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
         for grant in grants:
             ident = {"namespace": ns, "attempt_id": grant.attempt_id, "token": grant.token}
             roll = rng.random()
-            if roll < 0.02:
+            if roll < 0.02 or not stats["abandoned"]:  # at least one: the reaper must lapse it
                 stats["abandoned"] += 1
                 continue  # its lease lapses: the reaper decides
             if roll < 0.05 and grant.started:  # as if never delivered: the lease route's rule
@@ -324,19 +324,22 @@ ROLES: dict[str, Callable[..., Any]] = {
 
 
 def _until_enough(engine: sa.Engine, ns: str, stop_at: float) -> Iterator[None]:
-    """Yields while the run goes on: until ``stop_at`` has passed and the processes together
-    granted MIN_GRANTS (counted once a second), or until MAX_DURATION has passed."""
+    """Yields while the run goes on: until ``stop_at`` has passed, the processes together
+    granted MIN_GRANTS and the reaper lapsed a lease (counted once a second; abandoned grants
+    are few, and a lease lapses only ``lease_seconds`` after its grant), or until MAX_DURATION
+    has passed."""
     hard_stop, counted_at = stop_at - DURATION + MAX_DURATION, 0.0
     while (now := time.monotonic()) < hard_stop:
         if now >= stop_at and now - counted_at >= 1.0:
             counted_at = now
             with engine.connect() as conn:
-                granted = conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(task_attempts)
-                    .where(task_attempts.c.namespace == ns)
-                ).scalar_one()
-            if granted >= MIN_GRANTS:
+                granted, lapsed = conn.execute(
+                    sa.select(
+                        sa.func.count(),
+                        sa.func.sum(sa.case((task_attempts.c.outcome == "LAPSED", 1), else_=0)),
+                    ).where(task_attempts.c.namespace == ns)
+                ).one()
+            if granted >= MIN_GRANTS and lapsed:
                 return
         yield
 
