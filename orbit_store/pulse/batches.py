@@ -6,8 +6,8 @@ items — a start of a leased attempt, a success or failure of a running one —
 item from reads made once per batch and applied with grouped conditional UPDATEs and multi-row
 INSERTs, a few statements per batch whatever its size, first in its transaction. If one of its
 affected-row counts does not match (something moved between its reads and its writes), it
-raises :class:`SetPathMismatch`, which rolls the whole transaction back; :func:`run_batch`
-counts it in :data:`SET_PATH_FALLBACKS` and runs the batch again, item by item (below), in a new
+raises :class:`SetPathMismatch` (counted in :data:`SET_PATH_FALLBACKS`), which rolls the whole
+transaction back; :func:`run_batch` runs the batch again, item by item (below), in a new
 transaction. (No SAVEPOINT around the set path: that cost two statements in every batch for a
 fallback that is rare.) The set path answers exactly what the item-by-item path would.
 
@@ -157,10 +157,7 @@ def run_batch(
     work = functools.partial(apply, namespace=namespace, items=items)
     try:
         return run_transaction(engine, work)
-    except SetPathMismatch as exc:
-        kind = "start" if apply is start_attempts else "complete"
-        SET_PATH_FALLBACKS.add(kind)
-        log.warning("batch %s went item by item: %s", kind, exc)
+    except SetPathMismatch:
         return run_transaction(engine, functools.partial(work, set_based=False))
 
 
@@ -178,7 +175,9 @@ def _apply(
     with deferred(conn, namespace) as record:
         if set_path is None:
             return _each(conn, record, by_id, sorted(by_id), apply)
-        return _set_then_each(conn, record, by_id, lambda: set_path(list(by_id.values())), apply)
+        return _set_then_each(
+            conn, record, kind, by_id, lambda: set_path(list(by_id.values())), apply
+        )
 
 
 def _checked(items: Sequence[Item]) -> dict[str, Item]:
@@ -193,15 +192,21 @@ def _checked(items: Sequence[Item]) -> dict[str, Item]:
 def _set_then_each(
     conn: sa.Connection,
     record: Deferred,
+    kind: str,
     by_id: dict[str, Item],
     set_path: Callable[[], tuple[dict[str, R], list[str]]],
     apply: Callable[[Item], R],
 ) -> dict[str, R | ItemRefused]:
-    """The set path, then the items it left, each on its own. Its :class:`SetPathMismatch`
-    leaves the transaction to be rolled back (see :func:`run_batch`)."""
+    """The set path, then the items it left, each on its own. Its :class:`SetPathMismatch` is
+    counted here and leaves the transaction to be rolled back (see :func:`run_batch`)."""
     if len(by_id) < SET_PATH_FROM:
         return _each(conn, record, by_id, sorted(by_id), apply)
-    answers, rest = set_path()
+    try:
+        answers, rest = set_path()
+    except SetPathMismatch as exc:
+        SET_PATH_FALLBACKS.add(kind)
+        log.warning("batch %s set path rolled back, to run item by item: %s", kind, exc)
+        raise
     results: dict[str, R | ItemRefused] = dict(answers)
     results.update(_each(conn, record, by_id, rest, apply))
     return results
