@@ -67,10 +67,26 @@ def read_attempts(
     return {row.id: row for row in rows}
 
 
+# What the set paths judge an attempt by (its token, its restore epoch, its session and lease
+# end, its task and gate) — not the whole row: every value PyMySQL reads is parsed in Python,
+# and the timestamps and JSON of a finished report are most of a row (docs/performance.md).
+ATTEMPT_COLUMNS = (
+    "id",
+    "task_id",
+    "token_hash",
+    "epoch",
+    "worker_session_id",
+    "lease_expires_at",
+)
+
 # Built once (every batch): constructing a statement costs about as much Python as sending it
 # (docs/performance.md); the expanding IN takes any number of ids.
 _FIND_ATTEMPTS = (
-    sa.select(task_attempts, tasks.c.gate_id, current_epoch_column().label("fence_epoch"))
+    sa.select(
+        *(task_attempts.c[name] for name in ATTEMPT_COLUMNS),
+        tasks.c.gate_id,
+        current_epoch_column().label("fence_epoch"),
+    )
     .join(tasks, tasks.c.id == task_attempts.c.task_id)
     .where(
         task_attempts.c.id.in_(sa.bindparam("ids", expanding=True)),
@@ -146,12 +162,35 @@ def lock_tasks_now(
     return {row.id: row for row in rows}, now
 
 
-# Every column but the JSON payloads (params, result, error): a start or a completion decides
-# from the row's state and settings, never from them, and they are a task's widest columns —
-# read under the lock for every item of every batch they would cost parsing for nothing.
-_UNREAD = frozenset({"params", "result", "error"})
+# The columns a start or a completion on the set path decides from and writes events with
+# (``batch_start._judge``, ``complete.decide``, ``batch_moves``, ``delivery.fanout``) — not the
+# JSON payloads nor the timestamps nothing here reads: read under the lock for every item of
+# every batch, each value is parsed in Python for nothing. An item that needs more goes item by
+# item (``start_attempt``, ``complete_attempt`` read their own rows).
+TASK_COLUMNS = (
+    "id",
+    "namespace",
+    "queue",
+    "handler",
+    "state",
+    "state_version",
+    "wait_path",
+    "current_attempt_id",
+    "cancel_requested",
+    "workflow_instance_id",
+    "safety",
+    "lease_seconds",
+    "attempts_used",
+    "max_attempts",
+    "backoff_initial_ms",
+    "backoff_max_ms",
+    "backoff_multiplier",
+    "deadline_at",
+    "concurrency_key",
+    "quota_counted",
+)
 _LOCK_TASKS_NOW = by_primary_key(
-    sa.select(*(c for c in tasks.c if c.name not in _UNREAD), utc_now().label("db_now"))
+    sa.select(*(tasks.c[name] for name in TASK_COLUMNS), utc_now().label("db_now"))
     .where(
         tasks.c.id.in_(sa.bindparam("ids", expanding=True)),
         tasks.c.namespace == sa.bindparam("namespace"),
