@@ -63,7 +63,7 @@ def read_attempts(
     ids = sorted(attempt_ids)
     if not ids:
         return {}
-    rows = conn.execute(_FIND_ATTEMPTS, {"ids": ids, "namespace": namespace})
+    rows: sa.CursorResult[Any] = conn.execute(_FIND_ATTEMPTS, {"ids": ids, "namespace": namespace})
     return {row.id: row for row in rows}
 
 
