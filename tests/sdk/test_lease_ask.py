@@ -141,11 +141,13 @@ def test_a_new_worker_falls_back_to_start_calls_against_an_older_server() -> Non
         lease_wait_seconds=1,
     )
     worker.register("shop.echo", _noop)
-    worker.run_in_thread()
+    thread = worker.run_in_thread()
     try:
         assert done.wait(10), "the task was never reported"
     finally:
         worker.stop()
+        thread.join(10)  # its last log lines are written before the test's capture closes
+    assert not thread.is_alive(), "the worker did not stop"
     assert bodies["lease"][0]["start_handlers"] == ["shop.echo"]
     assert all("start_handlers" not in b for b in bodies["lease"][1:])
     assert len(bodies["start"]) == 1 and bodies["complete"][0]["outcome"] == "succeeded"
