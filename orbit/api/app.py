@@ -126,6 +126,7 @@ def record_serving(ctx: AppContext) -> None:
     """Serving begins now (the socket is bound; uvicorn accepts once start-up returns): leases
     that ran out while no replica served get their grace from this moment. Called by whichever
     process runs the engine loops, just before they start."""
+    log.info("database driver: %s", ctx.engine.dialect.driver)  # mysqldb is the C driver
     try:
         ctx.liveness.start()
     except sa.exc.SQLAlchemyError:

@@ -20,7 +20,8 @@ DatabaseUrl = Annotated[
     typer.Option(
         "--database-url",
         envvar="ORBIT_DATABASE_URL",
-        help="mysql+pymysql://USER:PASS@HOST:PORT/DB or sqlite:///PATH.",
+        help="mysql://USER:PASS@HOST:PORT/DB (the C driver when installed, else PyMySQL; "
+        "mysql+pymysql:// or mysql+mysqldb:// names one) or sqlite:///PATH.",
         show_default=False,
     ),
 ]

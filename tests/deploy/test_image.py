@@ -31,7 +31,21 @@ def test_it_builds_in_one_stage_and_runs_in_another_from_a_slim_python_base() ->
     assert all(re.match(r"python:3\.1[1-9]-slim\b", base) for base in bases), bases
     final = instructions()[[w for w, _ in instructions()].index("FROM", 1) :]
     assert ("COPY", "--from=build /wheels /wheels") in final
-    assert not [rest for word, rest in final if word == "RUN" and "apt-get install" in rest]
+    installs = " ".join(rest for word, rest in final if word == "RUN" and "apt-get install" in rest)
+    # Run-time libraries only: no compiler, no headers in the image that runs.
+    assert not re.search(r"\bgcc\b|build-essential|-dev\b|pkg-config", installs), installs
+
+
+def test_the_image_has_the_c_mysql_driver_and_the_library_it_links_to() -> None:
+    """A mysql:// URL picks mysqlclient where it is installed (orbit_store.db.with_driver): the
+    image builds its wheel with the headers and runs it with the client library only."""
+    steps = instructions()
+    second = [w for w, _ in steps].index("FROM", 1)
+    build, final = steps[:second], steps[second:]
+    built = " ".join(rest for word, rest in build if word == "RUN")
+    assert "libmariadb-dev" in built and "'.[mysqlclient]'" in built
+    run = " ".join(rest for word, rest in final if word == "RUN")
+    assert "libmariadb3" in run and "'orbit[mysqlclient]'" in run
 
 
 def test_it_runs_as_the_non_root_user_the_chart_expects_with_orbit_as_entrypoint() -> None:
