@@ -123,9 +123,8 @@ def test_commit_with_unknown_outcome_is_resolved_by_the_key_not_a_new_task_inv6(
     pulse: PulseDriver,
 ) -> None:
     """The connection drops after COMMIT reached the server: the caller finds the same task."""
-    import pymysql
-
     engine = create_store_engine(pulse.engine.url.render_as_string(hide_password=False))
+    lost = engine.dialect.loaded_dbapi.OperationalError  # the driver's own
     lost_once = []
 
     @event.listens_for(engine, "commit")
@@ -134,9 +133,7 @@ def test_commit_with_unknown_outcome_is_resolved_by_the_key_not_a_new_task_inv6(
             return
         lost_once.append(True)
         conn.connection.dbapi_connection.commit()  # type: ignore[union-attr]
-        raise sa.exc.OperationalError(
-            "COMMIT", {}, pymysql.err.OperationalError(2013, "Lost connection during query")
-        )
+        raise sa.exc.OperationalError("COMMIT", {}, lost(2013, "Lost connection during query"))
 
     request = SubmitRequest(
         namespace=pulse.namespace, queue="default", handler="h", idempotency_key="pay-7"

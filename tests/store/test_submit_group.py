@@ -9,7 +9,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import pymysql
 import pytest
 import sqlalchemy as sa
 
@@ -67,6 +66,7 @@ def _lose_next_commit(engine: sa.Engine, *, committed: bool) -> None:
     what the client sees when the server goes away with the COMMIT in flight."""
     dialect = engine.dialect
     real_commit = dialect.do_commit
+    lost = dialect.loaded_dbapi.OperationalError  # the driver's own (PyMySQL or mysqlclient)
 
     def do_commit(dbapi_connection: Any) -> None:
         dialect.do_commit = real_commit  # type: ignore[method-assign]
@@ -74,7 +74,7 @@ def _lose_next_commit(engine: sa.Engine, *, committed: bool) -> None:
             real_commit(dbapi_connection)
         else:
             real_commit.__self__.do_rollback(dbapi_connection)  # type: ignore[attr-defined]
-        raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
+        raise lost(2013, "Lost connection to server during query")
 
     dialect.do_commit = do_commit  # type: ignore[method-assign]
 
