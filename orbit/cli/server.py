@@ -3,7 +3,6 @@ in N HTTP processes plus the supervising one running the loops (N replicas are s
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
@@ -137,7 +136,9 @@ def server(
 
 def _process_count(workers: str) -> int:
     if workers == "auto":
-        return os.cpu_count() or 1
+        from .cpus import usable_cpus
+
+        return usable_cpus()
     if workers.isdigit() and int(workers) >= 1:
         return int(workers)
     raise typer.BadParameter(
