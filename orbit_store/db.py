@@ -134,11 +134,6 @@ def create_store_engine(url: str, **kwargs: Any) -> sa.Engine:
     )
 
 
-#: The MySQL drivers Orbit supports, fastest first: mysqlclient (C; the ``mysqlclient`` extra,
-#: in the container image) and PyMySQL (pure Python, always installed).
-MYSQL_DRIVERS = ("mysqldb", "pymysql")
-
-
 def with_driver(url: str) -> str:
     """``url`` with its MySQL driver named: a ``mysql://`` or ``mariadb://`` URL that names none
     gets mysqlclient when it is installed — about a third less of the server's CPU per
