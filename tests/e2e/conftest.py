@@ -156,6 +156,7 @@ class Tenant:
     token: str
     server: Server
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    worker_logs: list[Path] = field(default_factory=list)  # one per worker, in start order
 
     @property
     def headers(self) -> dict[str, str]:
@@ -174,14 +175,19 @@ class Tenant:
     def start_worker(
         self, spec: str = "tests.e2e.workers:worker", **env: str
     ) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(
-            [ORBIT, "worker", spec],
-            env=self.env(**env),
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        """An `orbit worker` process; its log (stderr) goes to a file in ``worker_logs``, not
+        to a pipe nobody reads, where a chatty worker would block once the pipe is full."""
+        log = self.server.log.parent / f"worker-{self.namespace}-{len(self.worker_logs)}.log"
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [ORBIT, "worker", spec],
+                env=self.env(**env),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+            )
         self.workers.append(process)
+        self.worker_logs.append(log)
         return process
 
 
