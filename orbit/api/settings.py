@@ -41,8 +41,10 @@ class ServerSettings:
     #: store's default (orbit_store.db: 20 + 20).
     db_pool_size: int | None = None
     #: Submission transactions one HTTP process runs at once; one-by-one submissions arriving
-    #: meanwhile wait and share the next (group commit, api/submit_groups.py). Enough to overlap
-    #: one group's commit with the next one's work, few enough that concurrent requests queue:
-    #: 1-2 measured best (docs/performance.md: 8 submitting processes, 1.2-1.5 ms of server CPU
-    #: per submit; with 4 or more, requests rarely wait and it is 2.2-2.5 ms).
-    submit_transactions: int = 2
+    #: meanwhile wait and share the next (group commit, api/submit_groups.py). One: the
+    #: requests that arrive during a transaction all go in the next, so groups are as large as
+    #: the load makes them. Measured against two (docs/performance.md, 2026-12-03 evening;
+    #: 8 submitting processes): 20-30% less server CPU per submit in five pairs of runs out of
+    #: five, and a lower p99; with 4 or more, requests rarely wait and it costs twice as much.
+    #: Several server processes (--workers) each run their own.
+    submit_transactions: int = 1

@@ -94,7 +94,7 @@ def server(
             help="Submission transactions each HTTP process runs at once; one-by-one "
             "submissions that arrive meanwhile wait and share the next (group commit).",
         ),
-    ] = 2,
+    ] = 1,
 ) -> None:
     """Serve the HTTP API, /metrics and probes, and run the engine loops."""
     from orbit.api.settings import ServerSettings

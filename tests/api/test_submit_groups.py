@@ -62,11 +62,11 @@ async def _until(condition: Callable[[], bool]) -> None:
 def test_submissions_that_arrive_during_a_transaction_share_the_next_one(api: Api) -> None:
     api.submit()  # the namespace row exists
     before = _group_sizes(api)
-    first = [{"handler": "h", "params": {"n": n}} for n in range(2)]
-    queued = [{"handler": "h", "params": {"n": n}, "idempotency_key": f"k{n}"} for n in range(2, 8)]
+    first = [{"handler": "h", "params": {"n": 0}}]
+    queued = [{"handler": "h", "params": {"n": n}, "idempotency_key": f"k{n}"} for n in range(1, 8)]
     answers = asyncio.run(_with_namespace_locked(api, first, queued))
     count, total = _group_sizes(api)
-    assert (count - before[0], total - before[1]) == (3, 8), "two alone, then six together"
+    assert (count - before[0], total - before[1]) == (2, 8), "one alone, then seven together"
     assert len({a["id"] for a in answers}) == 8
     assert [a["params"]["n"] for a in answers] == list(range(8)), "each its own answer"
     assert all(a["state"] == "WAITING" and a["replayed"] is False for a in answers)
@@ -83,7 +83,7 @@ def test_in_one_group_a_repeated_key_replays_and_a_refusal_leaves_its_neighbours
     api: Api,
 ) -> None:
     api.submit()
-    first = [{"handler": "h"}, {"handler": "h"}]
+    first = [{"handler": "h"}]
     queued = [
         {"handler": "h", "idempotency_key": "same", "params": {"n": 1}},
         {"handler": "h", "idempotency_key": "same", "params": {"n": 1}, "_expect": 200},
@@ -92,7 +92,7 @@ def test_in_one_group_a_repeated_key_replays_and_a_refusal_leaves_its_neighbours
         {"handler": "h", "params": {"n": 3}},
     ]
     answers = asyncio.run(_with_namespace_locked(api, first, queued))
-    created, replayed, conflict, refused, neighbour = answers[2:]
+    created, replayed, conflict, refused, neighbour = answers[1:]
     assert replayed["id"] == created["id"] and replayed["replayed"] is True
     assert conflict["type"] == PROBLEMS + "idempotency-conflict"
     assert refused["type"] == PROBLEMS + "not-found"
@@ -103,14 +103,14 @@ def test_in_one_group_a_repeated_key_replays_and_a_refusal_leaves_its_neighbours
 def test_the_number_of_submission_transactions_at_once_is_the_server_s_setting(
     mariadb_engine: sa.Engine,
 ) -> None:
-    """``--submit-transactions 1``: while one submission is in its transaction, the next four
-    wait and share one."""
-    api = Api(mariadb_engine, submit_transactions=1)
+    """``--submit-transactions 2``: while two submissions are in their transactions side by
+    side, the next four wait and share one."""
+    api = Api(mariadb_engine, submit_transactions=2)
     api.submit()
     before = _group_sizes(api)
-    first = [{"handler": "h"}]
+    first = [{"handler": "h"}, {"handler": "h"}]
     queued = [{"handler": "h", "params": {"n": n}} for n in range(4)]
     answers = asyncio.run(_with_namespace_locked(api, first, queued))
     count, total = _group_sizes(api)
-    assert (count - before[0], total - before[1]) == (2, 5)
-    assert len({a["id"] for a in answers}) == 5
+    assert (count - before[0], total - before[1]) == (3, 6)
+    assert len({a["id"] for a in answers}) == 6
