@@ -190,6 +190,10 @@ class Tenant:
         self.worker_logs.append(log)
         return process
 
+    def log_of(self, worker: subprocess.Popen[bytes]) -> str:
+        """What ``worker`` (one of :meth:`start_worker`'s) has logged so far."""
+        return self.worker_logs[self.workers.index(worker)].read_text(errors="replace")
+
 
 def make_tenant(server: Server, engine: sa.Engine, roles: list[str]) -> Tenant:
     namespace = f"e2e-{uuid.uuid4().hex[:10]}"

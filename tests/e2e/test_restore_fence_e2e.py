@@ -243,6 +243,7 @@ def test_a_running_orbit_worker_is_fenced_waits_while_closed_and_works_after_the
     assert done.state == "SUCCEEDED"
     assert [a.outcome for a in done.attempts] == ["LAPSED", "SUCCEEDED"]
     worker.terminate()
-    _, stderr = worker.communicate(timeout=30)
-    assert b"dispatch is closed by a restore fence" in stderr
-    assert b"fenced by restore" in stderr
+    worker.wait(30)
+    said = tenant.log_of(worker)
+    assert "dispatch is closed by a restore fence" in said
+    assert "fenced by restore" in said

@@ -46,7 +46,7 @@ def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_p
     assert [task.result["echo"] for task in done] == [{"i": i} for i in range(TASKS)]
     worker.terminate()
     worker.wait(30)
-    said = tenant.worker_logs[0].read_text(errors="replace")
+    said = tenant.log_of(worker)
     for call in ("start", "complete"):
         calls = _batched(tenant, call)[0] - before[call][0]
         items = _batched(tenant, call)[1] - before[call][1]

@@ -55,9 +55,7 @@ def test_an_attempt_logs_one_info_line_with_its_outcome_duration_and_report(
         assert client.wait(tenant.namespace, task.id, timeout=30).state == "SUCCEEDED"
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0
-    records = [
-        json.loads(line) for line in (worker.stderr.read() if worker.stderr else b"").splitlines()
-    ]
+    records = [json.loads(line) for line in tenant.log_of(worker).splitlines()]
     about = [r for r in records if r.get("orbit_task_id") == task.id and r["level"] == "info"]
     assert len(about) == 1, about
     (record,) = about
@@ -118,7 +116,7 @@ def test_sigterm_drains_the_worker_and_loses_nothing(tenant: Tenant, tmp_path: P
         ]
         wait_until(lambda: lines(tmp_path, "slow-started"), timeout=30)
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(30) == 0, worker.stderr.read().decode()[-2000:] if worker.stderr else ""
+        assert worker.wait(30) == 0, tenant.log_of(worker)[-2000:]
         started_before_stop = set(lines(tmp_path, "slow-started"))
         assert started_before_stop <= set(lines(tmp_path, "slow-finished")), (
             "every handler that started before SIGTERM finished"
