@@ -10,6 +10,7 @@ import multiprocessing
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -74,3 +75,41 @@ def test_concurrent_pullers_share_the_events_without_duplicates(
     assert len(received) == EVENTS
     assert max(received.values()) == 1, "an event was handed out twice within its deadline"
     assert {r.state for r in delivery.deliveries()} == {"DELIVERED"}
+
+
+def _hold_a_lease(url: str, namespace: str, holding: Any, release: Any) -> None:
+    """Lease ``namespace``'s subscription in a transaction that stays open until ``release``."""
+    engine = create_store_engine(url, pool_size=1, max_overflow=0)
+    with engine.connect() as conn, conn.begin():
+        pull_events(conn, namespace, "results", limit=20, ack_deadline_seconds=600)
+        holding.set()
+        release.wait(60)
+    engine.dispose()
+
+
+def test_a_neighbouring_subscription_s_open_lease_hides_no_due_event_inv6(
+    mariadb_url: str, mariadb_engine: sa.Engine
+) -> None:
+    """A lease scans its subscription's range of the due index; InnoDB also locks the first
+    entry past that range — the next subscription's. That entry is not the neighbour's to
+    skip: a pull must hand out every due event of its own subscription (invariant 6) while
+    another subscription's lease transaction is open in another process."""
+    pair = [DeliveryDriver(PulseDriver(mariadb_engine, f"n-{uuid.uuid4().hex[:8]}")) for _ in "ab"]
+    ids = {driver.subscribe().id: driver for driver in pair}
+    neighbour, ours = (ids[i] for i in sorted(ids))  # its index range comes just before ours
+    ours.pulse.cancel(ours.pulse.submit().task_id)
+
+    ctx = multiprocessing.get_context("spawn")
+    holding, release = ctx.Event(), ctx.Event()
+    rival = ctx.Process(
+        target=_hold_a_lease, args=(mariadb_url, neighbour.namespace, holding, release)
+    )
+    rival.start()
+    try:
+        assert holding.wait(60), "the neighbour's lease did not start"
+        pulled = ours.pull(deadline=600)
+    finally:
+        release.set()
+        rival.join(60)
+    assert rival.exitcode == 0
+    assert len(pulled.events) == 1, "a due event was skipped for a lock on someone else's scan"
