@@ -12,7 +12,8 @@ Each public function is one short transaction over a connection the caller opene
 namespace. Lock order inside the outcome transaction: after Pulse's own locks, the namespace's
 subscription rows in share mode (so a subscription cannot be deleted under a delivery being
 inserted for it) → delivery inserts. Every other delivery transaction locks subscription (share)
-→ delivery rows (by ``FOR UPDATE [SKIP LOCKED]``) → audit inserts, and never touches tasks.
+→ delivery rows (by primary key, ``FOR UPDATE [SKIP LOCKED]``) → audit inserts, and never
+touches tasks.
 
 A delivery moves only through :func:`transitions.move`: PENDING → PENDING (handed out / retried),
 PENDING → DELIVERED (acknowledged / 2xx), PENDING → PARKED (attempts exhausted), PARKED →

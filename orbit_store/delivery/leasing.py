@@ -1,9 +1,16 @@
 """Handing out due deliveries — shared by pull (a consumer leases a batch with an ack deadline)
 and push (the sender leases a batch for the length of its HTTP calls).
 
-Rows are picked with ``FOR UPDATE SKIP LOCKED`` (two consumers or two server replicas never wait
-on, nor receive, the same rows in one round) and each is moved by ``transitions.move``: a delivery
+Due rows are found by a plain read of the subscription's range of the due index, then locked by
+primary key with ``FOR UPDATE SKIP LOCKED`` (two consumers or two server replicas never wait on,
+nor receive, the same rows in one round) and each is moved by ``transitions.move``: a delivery
 handed out ``max_attempts`` times already is PARKED instead of handed out again.
+
+Why not one locking range scan: InnoDB also locks the first index entry past the range it scans
+— the next subscription's first due entry, another namespace's perhaps. A lease of that next
+subscription would then skip a committed, due delivery of its own for a lock it has nothing to
+do with, for as long as the neighbour's transaction lasts (an empty pull; a push sent late).
+Locking by primary key locks only the rows named.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.db import by_primary_key
 from orbit_store.schema import event_deliveries, result_events
 
 from .model import DeliveryState, ResultEvent
@@ -39,16 +47,34 @@ def lease_due(
 ) -> tuple[list[Leased], int]:
     """Lease up to ``limit`` due deliveries of ``subscription`` until ``now + hold``;
     returns (leased, parked)."""
-    due = conn.execute(
-        sa.select(event_deliveries)
-        .where(
-            event_deliveries.c.subscription_id == subscription.id,
-            event_deliveries.c.state == DeliveryState.PENDING.value,
-            event_deliveries.c.next_attempt_at <= now,
+    is_due = (
+        event_deliveries.c.subscription_id == subscription.id,
+        event_deliveries.c.state == DeliveryState.PENDING.value,
+        event_deliveries.c.next_attempt_at <= now,
+    )
+    in_order = (event_deliveries.c.next_attempt_at, event_deliveries.c.id)
+    candidates = (
+        conn.execute(
+            sa.select(event_deliveries.c.id)
+            .where(*is_due)
+            .order_by(*in_order)
+            .limit(min(limit, MAX_BATCH))
         )
-        .order_by(event_deliveries.c.next_attempt_at, event_deliveries.c.id)
-        .limit(min(limit, MAX_BATCH))
-        .with_for_update(skip_locked=True)
+        .scalars()
+        .all()
+    )
+    if not candidates:
+        return [], 0
+    # Locked by primary key; the conditions again, on the latest committed row: one that a
+    # concurrent lease took since the read above is locked (skipped) or no longer due.
+    due = conn.execute(
+        by_primary_key(
+            sa.select(event_deliveries)
+            .where(event_deliveries.c.id.in_(candidates), *is_due)
+            .order_by(*in_order)
+            .with_for_update(skip_locked=True),
+            event_deliveries,
+        )
     ).all()
     leased: list[tuple[Any, int]] = []
     parked = 0
