@@ -10,7 +10,10 @@ Why not one locking range scan: InnoDB also locks the first index entry past the
 — the next subscription's first due entry, another namespace's perhaps. A lease of that next
 subscription would then skip a committed, due delivery of its own for a lock it has nothing to
 do with, for as long as the neighbour's transaction lasts (an empty pull; a push sent late).
-Locking by primary key locks only the rows named.
+Locking by primary key locks only the rows named. The price: two consumers pulling one
+subscription at the same instant read the same first ``limit`` due ids, so the second gets only
+those the first did not lock (often none) in that round, where a range scan would have gone on
+to the next ones; it asks again, as it would after an empty round anyway.
 """
 
 from __future__ import annotations
