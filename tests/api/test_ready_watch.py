@@ -21,6 +21,7 @@ from orbit.api.ready_watch import ReadyWatch
 from orbit.api.wakeups import Wakeups
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
+from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim import claim_tasks
 from orbit_store.pulse.model import QueuePolicy
 from orbit_store.pulse.queues import put_queue
@@ -84,6 +85,33 @@ def test_work_that_stays_ready_wakes_nobody_twice(
         return first, await watch.probe_once()
 
     assert run(scenario, mariadb_engine) == (1, 0)
+
+
+def test_new_work_that_arrives_while_work_stays_ready_wakes_the_waiters_again(
+    mariadb_engine: sa.Engine, namespace: str
+) -> None:
+    """A steady trickle into another process: by each probe the task seen at the last one was
+    taken and a new one is READY. "Something ready" never turns off between the probes, but the
+    head of the ready index changed: the waiters are woken again (before, they waited for their
+    own poll — dispatch p99 ~1 s with two server processes, docs/performance.md)."""
+
+    async def scenario(wakeups: Wakeups, watch: ReadyWatch) -> tuple[int, int]:
+        wakeups.waiter(namespace, ["default"], None)
+        first = await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace)
+        woken_first = await watch.probe_once()
+        wakeups.waiter(namespace, ["default"], None)  # the woken request took it and waits again
+        await asyncio.to_thread(take, mariadb_engine, namespace, first)
+        await asyncio.to_thread(submit_elsewhere, mariadb_engine, namespace)  # the next one
+        return woken_first, await watch.probe_once()
+
+    assert run(scenario, mariadb_engine) == (1, 1)
+
+
+def take(engine: sa.Engine, namespace: str, task_id: str) -> None:
+    """The task leaves the ready index as a claim would take it (here: cancelled)."""
+    run_transaction(
+        engine, functools.partial(cancel_task, namespace=namespace, task_id=task_id, actor="t")
+    )
 
 
 def test_a_delay_ending_wakes_the_waiter(mariadb_engine: sa.Engine, namespace: str) -> None:
