@@ -6,14 +6,19 @@ firing, Weave making a step's task READY, a retry's backoff or a delay ending, a
 released. While lease requests wait here, this watch asks the database every ``interval``
 (~75 ms) — once per namespace with waiters, whatever their number — which of the waiters' wants
 ((queue, handler) pairs they can run) a claim could serve now (``orbit_store.pulse.readiness``:
-one EXISTS per want, so the cost does not grow with the backlog). When a want becomes served
-that was not at the previous probe, every waiter with that want is woken and claims (SKIP
+one index read per want, so the cost does not grow with the backlog). When a want becomes
+served that was not at the previous probe, or its head — the task a claim would take first —
+is another than at the previous probe, every waiter with that want is woken and claims (SKIP
 LOCKED: one gets each task, the others find nothing and wait again).
 
-Edge-triggered on purpose: a want that stays served (its tasks are READY but a claim still
-cannot take them, e.g. a placement rule no waiting worker meets) wakes nobody again, so the
-watch never turns into a claim loop; each waiter's own poll (``lease_poll_interval``) remains
-the fallback for such cases. With no waiter the watch runs no query at all.
+Edge-triggered on purpose: a want that stays served by the same head (its task is READY but a
+claim still cannot take it, e.g. a placement rule no waiting worker meets) wakes nobody again,
+so the watch never turns into a claim loop; each waiter's own poll (``lease_poll_interval``)
+remains the fallback for such cases. The head matters under a steady trickle into another
+process: by each probe the task seen at the last one was taken and a new one is READY, so
+"something ready" never turns off — without the head nobody was woken until their own poll
+(dispatch p99 ~1 s with two server processes, docs/performance.md). With no waiter the watch
+runs no query at all.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ log = logging.getLogger("orbit.api.ready_watch")
 LOOP = "wake_probe"
 #: Default seconds between probes while requests wait: the cross-process dispatch latency bound.
 DEFAULT_INTERVAL = 0.075
+#: A want not served at the last probe (its head there is neither an id nor None).
+_UNSEEN = object()
 
 
 class ReadyWatch:
@@ -46,7 +53,8 @@ class ReadyWatch:
     ) -> None:
         self.engine, self.wakeups, self.interval = engine, wakeups, interval
         self.on_error = on_error
-        self._seen: dict[str, frozenset[Want]] = {}  # namespace -> served at the last probe
+        #: namespace -> the wants served at the last probe, with their heads (None: due only)
+        self._seen: dict[str, dict[Want, str | None]] = {}
         self.probes = 0  # probes run (each a few index reads), for tests and the bench
 
     async def run(self) -> None:
@@ -71,12 +79,14 @@ class ReadyWatch:
         for namespace, wants in waiting.items():
             served = await anyio.to_thread.run_sync(self._read, namespace, wants)
             self.probes += 1
-            newly = served - self._seen.get(namespace, frozenset())
+            seen = self._seen.get(namespace, {})
+            newly = {want for want, head in served.items() if seen.get(want, _UNSEEN) != head}
             self._seen[namespace] = served
             if newly:
                 woken += self.wakeups.wake_wants(namespace, newly)
         return woken
 
-    def _read(self, namespace: str, wants: set[Want]) -> frozenset[Want]:
+    def _read(self, namespace: str, wants: set[Want]) -> dict[Want, str | None]:
         with self.engine.connect() as conn:
-            return readiness(conn, namespace, wants).satisfied
+            found = readiness(conn, namespace, wants)
+        return {want: found.heads.get(want) for want in found.satisfied}

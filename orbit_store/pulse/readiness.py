@@ -7,8 +7,9 @@ scheduler, Weave, a retry or backoff falling due, a permit or gate released — 
 worker within one probe interval. A *want* is what a waiting request can run: a (queue, handler)
 pair, or (queue, None) for a worker that runs any handler.
 
-Cost does not grow with the backlog: each want is one ``EXISTS`` on the ready index (the first
-entry of an equality prefix), all of them and the database time in one statement; due
+Cost does not grow with the backlog: each want is one read of the ready index's first entry for
+an equality prefix (the id of the task a claim would take first: its *head*), all of them and
+the database time in one statement; due
 SCHEDULED rows are read in a bounded slice; queue and quota rows only when something is ready.
 Read-only, no locks; the answer is a hint (a claim decides), so reading it without a snapshot
 is fine.
@@ -17,8 +18,9 @@ is fine.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -44,6 +46,10 @@ class Readiness:
     #: max-running quotas leave room.
     satisfied: frozenset[Want]
     now: dt.datetime
+    #: For each satisfied want with a READY task, the id of the first one (its lane's head); a
+    #: want satisfied only by due SCHEDULED rows has none. A changed head is new work even when
+    #: "something ready" never turned off between two probes.
+    heads: Mapping[Want, str] = field(default_factory=dict)
 
 
 def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> Readiness:
@@ -57,11 +63,12 @@ def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> R
     flags = conn.execute(
         sa.select(
             utc_now().label("db_now"),
-            *(_ready(namespace, want).label(f"w{i}") for i, want in enumerate(wanted)),
+            *(_head(namespace, want).label(f"w{i}") for i, want in enumerate(wanted)),
         )
     ).one()
     now = as_db_time(conn, flags[0])
-    satisfied = {want for want, flag in zip(wanted, flags[1:], strict=True) if flag}
+    heads = {want: head for want, head in zip(wanted, flags[1:], strict=True) if head}
+    satisfied = set(heads)
     due = _due_kinds(conn, namespace, sorted({q for q, _ in wanted}), now) if wanted else set()
     for queue, handler in wanted:
         if any(q == queue and (handler is None or h == handler) for q, h in due):
@@ -70,10 +77,13 @@ def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> R
         return Readiness(frozenset(), now)
     claimable, _ = claimable_queues(conn, namespace, sorted({q for q, _ in satisfied}))
     open_queues = set(claimable) - (full_queues(conn, namespace, claimable) if claimable else set())
-    return Readiness(frozenset(w for w in satisfied if w[0] in open_queues), now)
+    served = frozenset(w for w in satisfied if w[0] in open_queues)
+    return Readiness(served, now, {w: heads[w] for w in served if w in heads})
 
 
-def _ready(namespace: str, want: Want) -> sa.Exists:
+def _head(namespace: str, want: Want) -> Any:
+    """The id of the first READY task of ``want`` in claim order (NULL when none): the first
+    entry of the ready index's equality prefix, as cheap as an EXISTS."""
     queue, handler = want
     where = [
         tasks.c.namespace == namespace,
@@ -82,7 +92,9 @@ def _ready(namespace: str, want: Want) -> sa.Exists:
     ]
     if handler is not None:
         where.append(tasks.c.handler == handler)
-    return sa.exists(sa.select(sa.literal(1)).where(*where))
+    first = sa.select(tasks.c.id).where(*where).order_by(tasks.c.priority, tasks.c.available_at)
+    index = "ix_tasks_ready" if handler is None else "ix_tasks_ready_by_handler"
+    return force_index(first.limit(1), tasks, index).scalar_subquery()
 
 
 def _due_kinds(
