@@ -62,6 +62,18 @@ def _index(handler: Any) -> str:
     return "ix_tasks_ready" if handler is None else "ix_tasks_ready_by_handler"
 
 
+def lane_head(namespace: str, queue: str, handler: str | None) -> Any:
+    """The id of the lane's first READY task in claim order, read-only: the first entry of its
+    index range (the wake-up probe's change marker, ``readiness``)."""
+    first = (
+        sa.select(tasks.c.id)
+        .where(*_lane(namespace, queue, handler))
+        .order_by(tasks.c.priority, tasks.c.available_at)
+        .limit(1)
+    )
+    return force_index(first, tasks, _index(handler))
+
+
 def lock_ready(
     conn: sa.Connection, namespace: str, queue: str, handlers: list[str] | None, limit: int
 ) -> list[sa.Row[Any]]:

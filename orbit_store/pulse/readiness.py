@@ -29,6 +29,7 @@ from orbit_store.db import force_index
 from orbit_store.schema import tasks
 
 from .claim import claimable_queues
+from .lanes import lane_head
 from .model import WaitPath
 from .probe import full_queues
 
@@ -85,16 +86,7 @@ def _head(namespace: str, want: Want) -> Any:
     """The id of the first READY task of ``want`` in claim order (NULL when none): the first
     entry of the ready index's equality prefix, as cheap as an EXISTS."""
     queue, handler = want
-    where = [
-        tasks.c.namespace == namespace,
-        tasks.c.queue == queue,
-        tasks.c.wait_path == WaitPath.READY.value,
-    ]
-    if handler is not None:
-        where.append(tasks.c.handler == handler)
-    first = sa.select(tasks.c.id).where(*where).order_by(tasks.c.priority, tasks.c.available_at)
-    index = "ix_tasks_ready" if handler is None else "ix_tasks_ready_by_handler"
-    return force_index(first.limit(1), tasks, index).scalar_subquery()
+    return lane_head(namespace, queue, handler).scalar_subquery()
 
 
 def _due_kinds(
