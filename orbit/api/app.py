@@ -49,6 +49,7 @@ from . import (
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .ready_watch import ReadyWatch
+from .sibling_wakeups import SiblingWakeups
 from .submit_groups import SubmitGroups
 from .wakeups import Wakeups
 
@@ -133,12 +134,19 @@ def record_serving(ctx: AppContext) -> None:
         log.warning("could not record this replica's start; the reaper will retry")
 
 
+def _siblings(settings: ServerSettings) -> SiblingWakeups | None:
+    """This HTTP process's link to the other processes of its pod, if it has siblings."""
+    if settings.sibling_wake_dir is None:
+        return None
+    return SiblingWakeups(settings.sibling_wake_dir)
+
+
 def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     metrics = Metrics(engine, settings.gauge_interval)
     ctx = AppContext(
         engine=engine,
         settings=settings,
-        wakeups=Wakeups(),
+        wakeups=Wakeups(_siblings(settings)),
         metrics=metrics,
         liveness=ReplicaLiveness(engine),
         submit_groups=SubmitGroups(
@@ -166,6 +174,8 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
             watch.cancel()
         for loop in loops:
             loop.stop()
+        if ctx.wakeups.siblings is not None:
+            ctx.wakeups.siblings.close()
 
     # /docs and /redoc load their assets from the package, not a CDN (air-gapped clusters).
     app = FastAPIOffline(

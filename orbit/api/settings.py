@@ -48,3 +48,6 @@ class ServerSettings:
     #: five, and a lower p99; with 4 or more, requests rarely wait and it costs twice as much.
     #: Several server processes (--workers) each run their own.
     submit_transactions: int = 1
+    #: The pod's directory of wake-up sockets, set by the supervisor of `--workers N` for its
+    #: HTTP processes (api/sibling_wakeups.py); None: a process alone.
+    sibling_wake_dir: str | None = None

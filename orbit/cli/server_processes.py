@@ -6,15 +6,20 @@ kernel spreads connections among them), restarts one that dies, and on SIGTERM s
 scheduler, deliveries, Weave — once for the pod: they would be safe N times over (every decision
 is a conditional transaction, SKIP LOCKED), but each copy adds its queries every interval for
 nothing. Each HTTP process runs only the gauge loop (its /metrics serves that snapshot) and its
-own shared wake-up probe (orbit/api/ready_watch.py), which is how a task made ready by the
-engine loops or by a sibling process wakes the lease requests waiting in it.
+own shared wake-up probe (orbit/api/ready_watch.py). A task made READY by a submission to one
+process, or by the engine loops here, wakes the lease requests waiting in the other processes at
+once: the processes pass on what their own waiters did not take over Unix datagram sockets in a
+directory made here for the pod (orbit/api/sibling_wakeups.py); the probe remains the fallback,
+and the only way between replicas.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from typing import TYPE_CHECKING
 
 from orbit.metrics_processes import prepare_directory, remove_directory
@@ -40,6 +45,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from orbit.api.app import engine_loops, record_serving
     from orbit.api.context import AppContext
     from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
+    from orbit.api.sibling_wakeups import SiblingWakeups
     from orbit.api.submit_groups import SubmitGroups
     from orbit.api.wakeups import Wakeups
     from orbit.engines.liveness import ReplicaLiveness
@@ -47,7 +53,8 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
 
     # The engine loops need few connections: a small pool, not an HTTP process's.
     engine = store_engine(settings.database_url, warn_durability=True, pool_size=ENGINE_POOL_SIZE)
-    os.environ[SETTINGS_ENV] = settings_for_processes(settings)
+    wake_dir = tempfile.mkdtemp(prefix="orbit-wake-")  # the processes' wake-up sockets
+    os.environ[SETTINGS_ENV] = settings_for_processes(settings, wake_dir)
     os.environ[SUPERVISOR_ENV] = str(os.getpid())
     os.environ["ORBIT_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().level)
     config = uvicorn.Config(
@@ -59,12 +66,13 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         log_config=None,
         access_log=False,
     )
-    # The loops' own wake-ups reach no waiter here (none waits in this process): the HTTP
-    # processes' probes find what they make ready.
+    # No lease request waits in this process: what the loops make ready (Weave) is passed on to
+    # the HTTP processes (their probes would find it too, later).
+    siblings = SiblingWakeups(wake_dir)
     ctx = AppContext(
         engine,
         settings,
-        Wakeups(),
+        Wakeups(siblings),
         Metrics(engine, settings.gauge_interval),
         ReplicaLiveness(engine),
         SubmitGroups(engine, in_flight=settings.submit_transactions),  # unused: serves no request
@@ -83,5 +91,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         for loop in loops:
             loop.stop()
         engine.dispose()
+        siblings.close()
+        shutil.rmtree(wake_dir, ignore_errors=True)
         if created:
             remove_directory(metrics_dir)

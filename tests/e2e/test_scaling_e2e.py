@@ -211,3 +211,81 @@ def http_processes(pid: int) -> list[int]:
         children += [int(c) for c in (thread / "children").read_text().split()]
     spawned = [c for c in children if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
     return spawned if len(spawned) == 2 else []
+
+
+@pytest.fixture(scope="module")
+def pod_without_probe(
+    mariadb_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """`orbit server --workers 2` with the shared probe off and a 30 s fallback poll: inside the
+    pod, only a notification passed on between its processes wakes a request promptly."""
+    log = tmp_path_factory.mktemp("pod-without-probe") / "server.log"
+    started = start_server(
+        mariadb_url,
+        log,
+        *("--workers", "2", "--lease-poll-interval", str(LONG_POLL)),
+        *("--wake-probe-interval", "0"),
+    )
+    wait_until(lambda: is_ready(started), timeout=30)
+    yield started
+    stop_server(started)
+
+
+@pytest.fixture
+def podmates(pod_without_probe: Server, mariadb_engine: sa.Engine) -> Tenant:
+    return make_tenant(pod_without_probe, mariadb_engine, ["submit", "work", "review", "admin"])
+
+
+def test_a_submission_to_one_process_wakes_requests_waiting_in_the_other_inv2(
+    pod_without_probe: Server, podmates: Tenant
+) -> None:
+    """Six requests and six submissions, each on its own connection, so the kernel spreads both
+    over the two processes: every request gets one task promptly (none waits for its 30 s
+    poll), and no task is granted twice (invariant 2)."""
+    polls = [Poll(podmates) for _ in range(6)]
+    submitted = time.monotonic()
+    task_ids = {submit_on_new_connection(pod_without_probe, podmates) for _ in range(len(polls))}
+    granted = [lease["task_id"] for p in polls for lease in p.result()]
+    assert sorted(granted) == sorted(task_ids)
+    assert max(p.returned_at for p in polls) - submitted < PROMPT
+
+
+def test_weave_in_the_supervising_process_wakes_a_request_without_the_probe(
+    podmates: Tenant,
+) -> None:
+    """The first step's completion goes to Weave's inbox; its pass, in the supervising process
+    where no request waits, makes the second step READY and passes that on."""
+    spec = {
+        "steps": [
+            {"name": "first", "task": {"handler": "e2e.first"}},
+            {"name": "second", "dependsOn": ["first"], "task": {"handler": "e2e.second"}},
+        ]
+    }
+    base, headers = podmates.server.url, podmates.headers
+    with Client(base, token=podmates.token) as client:
+        client.publish_workflow(podmates.namespace, "two-steps", spec)
+        client.start_workflow(podmates.namespace, "two-steps")
+    first = Poll(podmates, handlers=["e2e.first"]).result()[0]
+    seconds = [Poll(podmates, handlers=["e2e.second"]) for _ in range(2)]  # likely one each
+    attempt = f"{base}/v1/attempts/{first['attempt_id']}"
+    httpx.post(f"{attempt}/start", json={"token": first["token"]}, headers=headers)
+    completed = httpx.post(
+        f"{attempt}/complete",
+        json={"token": first["token"], "outcome": "succeeded", "result": {}},
+        headers=headers,
+    )
+    assert completed.status_code == 200, completed.text
+    done = time.monotonic()
+    wait_until(lambda: any(p.leases for p in seconds), timeout=PROMPT + 1.0)
+    assert min(p.returned_at for p in seconds if p.leases) - done < PROMPT
+    assert [lease["handler"] for p in seconds for lease in p.leases] == ["e2e.second"]
+
+
+def submit_on_new_connection(server: Server, tenant: Tenant) -> str:
+    response = httpx.post(
+        f"{server.url}/v1/namespaces/{tenant.namespace}/tasks",
+        json={"handler": "e2e.echo"},
+        headers=tenant.headers | {"Connection": "close"},
+    )
+    assert response.status_code in (200, 201), response.text
+    return str(response.json()["id"])
