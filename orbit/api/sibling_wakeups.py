@@ -63,7 +63,15 @@ class SiblingWakeups:
         receiver.setblocking(False)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # a pid reused after a crash left its file behind
-        receiver.bind(str(self.path))
+        try:
+            receiver.bind(str(self.path))
+        except OSError as error:  # the directory gone, a path too long for a Unix socket…
+            receiver.close()
+            log.warning(
+                "not receiving wake-ups from sibling processes: the probe alone wakes requests",
+                extra={"path": str(self.path), "error": str(error)},
+            )
+            return
         self._receiver, self._loop = receiver, loop
         loop.add_reader(receiver.fileno(), self._drain, deliver)
 

@@ -165,3 +165,23 @@ def _bound(path: Path) -> socket.socket:
     receiver.setblocking(False)
     receiver.bind(str(path))
     return receiver
+
+
+def test_a_process_that_cannot_bind_its_socket_serves_on_and_still_wakes_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing directory (or a path too long for a Unix socket) costs the shortcut, not the
+    process: its own submissions still wake its own waiters, and its probe finds the rest."""
+
+    async def here() -> bool:
+        wakeups = Wakeups(SiblingWakeups(tmp_path / "gone"))
+        wakeups.bind(asyncio.get_running_loop())
+        mine = wakeups.waiter("ns", ["q"], None)
+        wakeups.notify("ns", "q", "h")
+        await asyncio.wait_for(mine, 5)
+        assert wakeups.siblings is not None
+        wakeups.siblings.close()
+        return mine.done()
+
+    assert asyncio.run(here())
+    assert "not receiving wake-ups from sibling processes" in caplog.text
