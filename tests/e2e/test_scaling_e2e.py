@@ -213,6 +213,11 @@ def http_processes(pid: int) -> list[int]:
     return spawned if len(spawned) == 2 else []
 
 
+#: Inside a pod without the probe: far below the 30 s fallback poll, above the seconds a pass
+#: of the engine loops can take when the suite loads the machine.
+BEFORE_THE_POLL = 10.0
+
+
 @pytest.fixture(scope="module")
 def pod_without_probe(
     mariadb_url: str, tmp_path_factory: pytest.TempPathFactory
@@ -240,14 +245,14 @@ def test_a_submission_to_one_process_wakes_requests_waiting_in_the_other_inv2(
     pod_without_probe: Server, podmates: Tenant
 ) -> None:
     """Six requests and six submissions, each on its own connection, so the kernel spreads both
-    over the two processes: every request gets one task promptly (none waits for its 30 s
-    poll), and no task is granted twice (invariant 2)."""
+    over the two processes: every request gets one task well before its 30 s poll would have
+    found it, and no task is granted twice (invariant 2)."""
     polls = [Poll(podmates) for _ in range(6)]
     submitted = time.monotonic()
     task_ids = {submit_on_new_connection(pod_without_probe, podmates) for _ in range(len(polls))}
     granted = [lease["task_id"] for p in polls for lease in p.result()]
     assert sorted(granted) == sorted(task_ids)
-    assert max(p.returned_at for p in polls) - submitted < PROMPT
+    assert max(p.returned_at for p in polls) - submitted < BEFORE_THE_POLL
 
 
 def test_weave_in_the_supervising_process_wakes_a_request_without_the_probe(
@@ -276,8 +281,8 @@ def test_weave_in_the_supervising_process_wakes_a_request_without_the_probe(
     )
     assert completed.status_code == 200, completed.text
     done = time.monotonic()
-    wait_until(lambda: any(p.leases for p in seconds), timeout=PROMPT + 1.0)
-    assert min(p.returned_at for p in seconds if p.leases) - done < PROMPT
+    wait_until(lambda: any(p.leases for p in seconds), timeout=LONG_POLL - 5.0)
+    assert min(p.returned_at for p in seconds if p.leases) - done < BEFORE_THE_POLL
     assert [lease["handler"] for p in seconds for lease in p.leases] == ["e2e.second"]
 
 
