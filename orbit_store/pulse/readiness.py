@@ -18,6 +18,7 @@ is fine.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,13 +61,8 @@ def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> R
     request waits, in every server process) — the ready flags with the time, then the due
     SCHEDULED rows; the queue and quota rows (paused, full) are read only for wants that have
     work."""
-    wanted = sorted(set(wants), key=str)
-    flags = conn.execute(
-        sa.select(
-            utc_now().label("db_now"),
-            *(_head(namespace, want).label(f"w{i}") for i, want in enumerate(wanted)),
-        )
-    ).one()
+    wanted = tuple(sorted(set(wants), key=str))
+    flags = conn.execute(_flags(namespace, wanted)).one()
     now = as_db_time(conn, flags[0])
     heads = {want: head for want, head in zip(wanted, flags[1:], strict=True) if head}
     satisfied = set(heads)
@@ -82,6 +78,17 @@ def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> R
     return Readiness(served, now, {w: heads[w] for w in served if w in heads})
 
 
+@functools.lru_cache(maxsize=1024)
+def _flags(namespace: str, wanted: tuple[Want, ...]) -> Any:
+    """The database time and each want's head, in one statement. Built once per namespace and
+    set of wants and kept: the probe runs it every interval in every server process, and
+    building it (and its cache key) cost SQLAlchemy more CPU than running it."""
+    return sa.select(
+        utc_now().label("db_now"),
+        *(_head(namespace, want).label(f"w{i}") for i, want in enumerate(wanted)),
+    )
+
+
 def _head(namespace: str, want: Want) -> Any:
     """The id of the first READY task of ``want`` in claim order (NULL when none): the first
     entry of the ready index's equality prefix, as cheap as an EXISTS."""
@@ -92,18 +99,22 @@ def _head(namespace: str, want: Want) -> Any:
 def _due_kinds(
     conn: sa.Connection, namespace: str, queue_names: list[str], now: dt.datetime
 ) -> set[tuple[str, str]]:
-    rows = (
-        force_index(
-            sa.select(tasks.c.queue, tasks.c.handler).where(
-                tasks.c.namespace == namespace,
-                tasks.c.wait_path == WaitPath.SCHEDULED.value,
-                tasks.c.available_at <= now,
-                tasks.c.queue.in_(queue_names),
-            ),
-            tasks,
-            "ix_tasks_due",
-        )
-        .order_by(tasks.c.available_at)
-        .limit(DUE_ROWS_READ)
+    params = {"namespace": namespace, "now": now, "queue_names": queue_names}
+    return {(row.queue, row.handler) for row in conn.execute(_DUE_KINDS, params)}
+
+
+#: Built once (bound parameters): the probe runs it every interval.
+_DUE_KINDS = (
+    force_index(
+        sa.select(tasks.c.queue, tasks.c.handler).where(
+            tasks.c.namespace == sa.bindparam("namespace"),
+            tasks.c.wait_path == WaitPath.SCHEDULED.value,
+            tasks.c.available_at <= sa.bindparam("now"),
+            tasks.c.queue.in_(sa.bindparam("queue_names", expanding=True)),
+        ),
+        tasks,
+        "ix_tasks_due",
     )
-    return {(row.queue, row.handler) for row in conn.execute(rows)}
+    .order_by(tasks.c.available_at)
+    .limit(DUE_ROWS_READ)
+)
