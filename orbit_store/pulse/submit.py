@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,6 +43,10 @@ _BY_KEY = (
         submission_keys.c.idempotency_key == sa.bindparam("key"),
     )
 )
+
+
+#: Fields a request's digest leaves out: who sent it and under which key are not what it asks.
+_NOT_MEANT = frozenset({"idempotency_key", "submitted_by"})
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,8 @@ class SubmitRequest:
 
     def digest(self) -> str:
         """sha256 of the request's meaning (everything but the key and the submitter)."""
-        meaning = asdict(self)
-        for ignored in ("idempotency_key", "submitted_by"):
-            meaning.pop(ignored)
+        # The fields' own values (params is JSON already): no deep copy, as asdict would make.
+        meaning = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_MEANT}
         canonical = json.dumps(meaning, sort_keys=True, default=str, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 

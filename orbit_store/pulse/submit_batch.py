@@ -68,7 +68,8 @@ def submit_tasks(
         raise ValueError(f"at most {SUB_BATCH} submissions per transaction")
     if any(r.namespace != namespace for r in requests):
         raise ValueError("one namespace per transaction")
-    digests = [r.digest() for r in requests]
+    # Only keyed items are ever compared (and their digests stored): none made for the others.
+    digests = [r.digest() if r.idempotency_key is not None else "" for r in requests]
     keys = [r.idempotency_key for r in requests]
     known = _known_keys(conn, namespace, keys) if look_up_keys else {}
     results: list[BatchItemResult | None] = [None] * len(requests)
@@ -88,7 +89,7 @@ def submit_tasks(
         queue: lock_submission_scope(conn, namespace, queue)
         for queue in sorted({requests[i].queue for i in fresh})
     }
-    rows: list[tuple[SubmitRequest, dict[str, Any]]] = []
+    rows: list[tuple[SubmitRequest, str, dict[str, Any]]] = []  # with each request's digest
     for index in fresh:
         request = requests[index]
         try:
@@ -100,7 +101,7 @@ def submit_tasks(
             task_id = new_id()
             path = first_path(admission.available_at, admission.now, admission.gate_open, None)
             row = task_row(request, admission, task_id, path, False, None)
-            rows.append((request, row))
+            rows.append((request, digests[index], row))
             results[index] = BatchItemResult(
                 SubmitResult(task_id, TaskState.WAITING, False, path, row=row)
             )
@@ -169,22 +170,22 @@ def _replay(key: str, digest: str, used_digest: str, task_id: str, state: str) -
     return BatchItemResult(SubmitResult(task_id, TaskState(state), replayed=True))
 
 
-def _insert(conn: sa.Connection, rows: list[tuple[SubmitRequest, dict[str, Any]]]) -> None:
+def _insert(conn: sa.Connection, rows: list[tuple[SubmitRequest, str, dict[str, Any]]]) -> None:
     """The plain items' tasks, keys and accepted events: one multi-row INSERT each, dated as
     each task is."""
     if not rows:
         return
-    conn.execute(inserts.TASKS, [row for _, row in rows])
+    conn.execute(inserts.TASKS, [row for _, _, row in rows])
     keys = [
         {
             "namespace": request.namespace,
             "idempotency_key": request.idempotency_key,
-            "request_digest": request.digest(),
+            "request_digest": digest,
             "task_id": row["id"],
             "created_at": row["created_at"],
             "expires_at": row["created_at"] + KEY_RETENTION,
         }
-        for request, row in rows
+        for request, digest, row in rows
         if request.idempotency_key is not None
     ]
     if keys:
@@ -203,7 +204,7 @@ def _insert(conn: sa.Connection, rows: list[tuple[SubmitRequest, dict[str, Any]]
             "details": None,
             "at": row["created_at"],
         }
-        for request, row in rows
+        for request, _, row in rows
     ]
     conn.execute(inserts.TASK_EVENTS, events)
 
