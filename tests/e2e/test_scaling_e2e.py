@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_sdk import Client
+from orbit_store.db import create_store_engine
 
 from .conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
 
@@ -220,13 +221,16 @@ BEFORE_THE_POLL = 10.0
 
 @pytest.fixture(scope="module")
 def pod_without_probe(
-    mariadb_url: str, tmp_path_factory: pytest.TempPathFactory
+    migrated_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """`orbit server --workers 2` with the shared probe off and a 30 s fallback poll: inside the
-    pod, only a notification passed on between its processes wakes a request promptly."""
+    pod, only a notification passed on between its processes wakes a request promptly. On a
+    database of its own: another test server on the same one is another replica to this pod —
+    its Weave loop may advance this pod's workflows, and only the probe reaches across replicas
+    (this failed in the full suite, where such servers run, and never alone)."""
     log = tmp_path_factory.mktemp("pod-without-probe") / "server.log"
     started = start_server(
-        mariadb_url,
+        migrated_database(),
         log,
         *("--workers", "2", "--lease-poll-interval", str(LONG_POLL)),
         *("--wake-probe-interval", "0"),
@@ -236,9 +240,16 @@ def pod_without_probe(
     stop_server(started)
 
 
+@pytest.fixture(scope="module")
+def pod_engine(pod_without_probe: Server) -> Iterator[sa.Engine]:
+    engine = create_store_engine(pod_without_probe.database_url)
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture
-def podmates(pod_without_probe: Server, mariadb_engine: sa.Engine) -> Tenant:
-    return make_tenant(pod_without_probe, mariadb_engine, ["submit", "work", "review", "admin"])
+def podmates(pod_without_probe: Server, pod_engine: sa.Engine) -> Tenant:
+    return make_tenant(pod_without_probe, pod_engine, ["submit", "work", "review", "admin"])
 
 
 def test_a_submission_to_one_process_wakes_requests_waiting_in_the_other_inv2(
