@@ -86,14 +86,48 @@ class Poll:
         return self.leases
 
 
-def submit(server: Server, tenant: Tenant, handler: str = "e2e.echo") -> str:
+def submit(
+    server: Server, tenant: Tenant, handler: str = "e2e.echo", *, new_connection: bool = False
+) -> str:
+    """``new_connection``: on a connection of its own, which the kernel gives to any process of
+    a pod (the default client may reuse one kept alive, so the same process)."""
+    close = {"Connection": "close"} if new_connection else {}
     response = httpx.post(
         f"{server.url}/v1/namespaces/{tenant.namespace}/tasks",
         json={"handler": handler},
-        headers=tenant.headers,
+        headers=tenant.headers | close,
     )
     assert response.status_code in (200, 201), response.text
     return str(response.json()["id"])
+
+
+TWO_STEPS = {
+    "steps": [
+        {"name": "first", "task": {"handler": "e2e.first"}},
+        {"name": "second", "dependsOn": ["first"], "task": {"handler": "e2e.second"}},
+    ]
+}
+
+
+def finish_the_first_of_two_steps(tenant: Tenant, waiting: int) -> tuple[list[Poll], float]:
+    """Start a two-step workflow, lease its first step, open ``waiting`` requests for the second,
+    then start and complete the first (which goes to Weave's inbox); those requests, and when
+    the first step was done."""
+    base, headers = tenant.server.url, tenant.headers
+    with Client(base, token=tenant.token) as client:
+        client.publish_workflow(tenant.namespace, "two-steps", TWO_STEPS)
+        client.start_workflow(tenant.namespace, "two-steps")
+    first = Poll(tenant, handlers=["e2e.first"]).result()[0]
+    seconds = [Poll(tenant, handlers=["e2e.second"]) for _ in range(waiting)]
+    attempt = f"{base}/v1/attempts/{first['attempt_id']}"
+    httpx.post(f"{attempt}/start", json={"token": first["token"]}, headers=headers)
+    completed = httpx.post(
+        f"{attempt}/complete",
+        json={"token": first["token"], "outcome": "succeeded", "result": {}},
+        headers=headers,
+    )
+    assert completed.status_code == 200, completed.text
+    return seconds, time.monotonic()
 
 
 def test_a_task_submitted_to_one_replica_wakes_a_worker_waiting_on_another(
@@ -130,27 +164,7 @@ def test_a_schedule_firing_wakes_a_waiting_worker(everyone: Tenant) -> None:
 
 
 def test_weave_making_the_next_step_ready_wakes_a_waiting_worker(everyone: Tenant) -> None:
-    spec = {
-        "steps": [
-            {"name": "first", "task": {"handler": "e2e.first"}},
-            {"name": "second", "dependsOn": ["first"], "task": {"handler": "e2e.second"}},
-        ]
-    }
-    base, headers = everyone.server.url, everyone.headers
-    with Client(base, token=everyone.token) as client:
-        client.publish_workflow(everyone.namespace, "two-steps", spec)
-        client.start_workflow(everyone.namespace, "two-steps")
-    first = Poll(everyone, handlers=["e2e.first"]).result()[0]
-    second = Poll(everyone, handlers=["e2e.second"])
-    attempt = f"{base}/v1/attempts/{first['attempt_id']}"
-    httpx.post(f"{attempt}/start", json={"token": first["token"]}, headers=headers)
-    completed = httpx.post(
-        f"{attempt}/complete",
-        json={"token": first["token"], "outcome": "succeeded", "result": {}},
-        headers=headers,
-    )
-    assert completed.status_code == 200, completed.text
-    done = time.monotonic()
+    [second], done = finish_the_first_of_two_steps(everyone, waiting=1)
     assert [lease["handler"] for lease in second.result()] == ["e2e.second"]
     # The inbox pass (0.2 s) runs in the supervising process; only the probe reaches here.
     assert second.returned_at - done < PROMPT
@@ -260,7 +274,7 @@ def test_a_submission_to_one_process_wakes_requests_waiting_in_the_other_inv2(
     found it, and no task is granted twice (invariant 2)."""
     polls = [Poll(podmates) for _ in range(6)]
     submitted = time.monotonic()
-    task_ids = {submit_on_new_connection(pod_without_probe, podmates) for _ in range(len(polls))}
+    task_ids = {submit(pod_without_probe, podmates, new_connection=True) for _ in range(len(polls))}
     granted = [lease["task_id"] for p in polls for lease in p.result()]
     assert sorted(granted) == sorted(task_ids)
     assert max(p.returned_at for p in polls) - submitted < BEFORE_THE_POLL
@@ -271,37 +285,7 @@ def test_weave_in_the_supervising_process_wakes_a_request_without_the_probe(
 ) -> None:
     """The first step's completion goes to Weave's inbox; its pass, in the supervising process
     where no request waits, makes the second step READY and passes that on."""
-    spec = {
-        "steps": [
-            {"name": "first", "task": {"handler": "e2e.first"}},
-            {"name": "second", "dependsOn": ["first"], "task": {"handler": "e2e.second"}},
-        ]
-    }
-    base, headers = podmates.server.url, podmates.headers
-    with Client(base, token=podmates.token) as client:
-        client.publish_workflow(podmates.namespace, "two-steps", spec)
-        client.start_workflow(podmates.namespace, "two-steps")
-    first = Poll(podmates, handlers=["e2e.first"]).result()[0]
-    seconds = [Poll(podmates, handlers=["e2e.second"]) for _ in range(2)]  # likely one each
-    attempt = f"{base}/v1/attempts/{first['attempt_id']}"
-    httpx.post(f"{attempt}/start", json={"token": first["token"]}, headers=headers)
-    completed = httpx.post(
-        f"{attempt}/complete",
-        json={"token": first["token"], "outcome": "succeeded", "result": {}},
-        headers=headers,
-    )
-    assert completed.status_code == 200, completed.text
-    done = time.monotonic()
+    seconds, done = finish_the_first_of_two_steps(podmates, waiting=2)  # likely one each
     wait_until(lambda: any(p.leases for p in seconds), timeout=LONG_POLL - 5.0)
     assert min(p.returned_at for p in seconds if p.leases) - done < BEFORE_THE_POLL
     assert [lease["handler"] for p in seconds for lease in p.leases] == ["e2e.second"]
-
-
-def submit_on_new_connection(server: Server, tenant: Tenant) -> str:
-    response = httpx.post(
-        f"{server.url}/v1/namespaces/{tenant.namespace}/tasks",
-        json={"handler": "e2e.echo"},
-        headers=tenant.headers | {"Connection": "close"},
-    )
-    assert response.status_code in (200, 201), response.text
-    return str(response.json()["id"])
