@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,11 +42,16 @@ WORKER = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def sdk_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = tmp_path_factory.mktemp("sdk") / "venv"
+    made = tmp_path_factory.mktemp("sdk")
+    venv = made / "venv"
+    # Built from a copy: setuptools builds in the source tree (sdk/build), and two builds of one
+    # tree at once (this fixture on both test processes) collide there ("File exists").
+    source = made / "sdk"
+    shutil.copytree(ROOT / "sdk", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     base_python = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base_python, "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(ROOT / "sdk")],
+        [str(venv / "bin" / "pip"), "install", "-q", str(source)],
         check=True,
         timeout=900,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
