@@ -23,12 +23,12 @@ from __future__ import annotations
 import email.message
 import json
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from fastapi.datastructures import DefaultPlaceholder
 from fastapi.exceptions import RequestValidationError, ResponseValidationError
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, APIRouter
 from fastapi.utils import is_body_allowed_for_status_code
 from starlette.exceptions import HTTPException
 
@@ -47,6 +47,7 @@ REQUEST_DEPENDENCIES: dict[Callable[..., Any], Callable[[Request], Awaitable[Any
 }
 
 _MISSING = object()
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
 
 class LeanRoute(APIRoute):
@@ -56,6 +57,19 @@ class LeanRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         return _LeanHandler(self).handle
+
+
+def lean_post(router: APIRouter, path: str, **declared: Any) -> Callable[[Endpoint], Endpoint]:
+    """``@router.post(path, ...)`` made a ``LeanRoute`` (FastAPI's decorator cannot choose the
+    route class of one route)."""
+
+    def register(endpoint: Endpoint) -> Endpoint:
+        router.add_api_route(
+            path, endpoint, methods=["POST"], route_class_override=LeanRoute, **declared
+        )
+        return endpoint
+
+    return register
 
 
 def _is_json(content_type: str | None) -> bool:

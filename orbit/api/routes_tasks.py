@@ -23,7 +23,7 @@ from orbit_store.pulse.submit import SubmitRequest
 from . import limits, schemas
 from .auth import READ_ROLES, CurrentCredential, authorize
 from .context import AppContext, Ctx
-from .lean_routes import LeanRoute
+from .lean_routes import lean_post
 from .problems import ApiProblem
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
@@ -94,6 +94,14 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return value.astimezone(dt.UTC).replace(tzinfo=None)
 
 
+@lean_post(  # the request answered most: its parameters are worked out once, not per request
+    router,
+    "",
+    status_code=201,
+    response_model=schemas.Task,
+    responses=PROBLEMS,
+    summary="Submit a task (idempotent by key)",
+)
 async def submit(
     namespace: Namespace,
     body: schemas.TaskSubmission,
@@ -125,19 +133,6 @@ async def submit(
     return await anyio.to_thread.run_sync(
         functools.partial(_task, ctx, namespace, result.task_id, replayed=result.replayed)
     )
-
-
-# The request answered most: a LeanRoute works out its parameters once, not per request.
-router.add_api_route(
-    "",
-    submit,
-    methods=["POST"],
-    status_code=201,
-    response_model=schemas.Task,
-    responses=PROBLEMS,
-    summary="Submit a task (idempotent by key)",
-    route_class_override=LeanRoute,
-)
 
 
 @router.get(
