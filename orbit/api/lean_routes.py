@@ -76,6 +76,8 @@ def _is_json(content_type: str | None) -> bool:
     """FastAPI's test: ``application/json`` or ``application/*+json``, parameters ignored."""
     if not content_type:
         return False
+    if content_type == "application/json":  # what every client sends: no header parsing
+        return True
     message = email.message.Message()
     message["content-type"] = content_type
     subtype = message.get_content_subtype()
