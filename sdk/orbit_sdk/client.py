@@ -21,7 +21,7 @@ import httpx
 from . import _calls
 from ._bulk import AsyncBulkMethods, BulkMethods
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
-from ._transport import AsyncTransport, RetryPolicy, SyncTransport
+from ._transport import AsyncTransport, ResponseCookieJar, RetryPolicy, SyncTransport
 from ._version import __version__
 from .errors import TimeoutExpired
 from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
@@ -79,6 +79,7 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
             headers=default_headers(resolve_token(token)),
             timeout=timeout,
             transport=transport,
+            cookies=ResponseCookieJar(),
         )
         self._transport = SyncTransport(http, retry)
 
@@ -274,6 +275,7 @@ class AsyncClient(
             headers=default_headers(resolve_token(token)),
             timeout=timeout,
             transport=transport,
+            cookies=ResponseCookieJar(),
         )
         self._transport = AsyncTransport(http, retry)
 

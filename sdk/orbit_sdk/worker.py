@@ -38,7 +38,7 @@ from ._lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
-from ._transport import Call, RetryPolicy, SyncTransport
+from ._transport import Call, ResponseCookieJar, RetryPolicy, SyncTransport
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
 from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
@@ -126,6 +126,7 @@ class Worker:
             # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long
             # poll and a heartbeat are open
             limits=httpx.Limits(max_connections=2 * concurrency + 8),
+            cookies=ResponseCookieJar(),
         )
         self._handlers: dict[str, RegisteredHandler] = {}
         self._ask = LeaseAsk(

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_sdk._transport import AsyncTransport, Call, SyncTransport, _Requests
+from orbit_sdk import AsyncClient, Client
+from orbit_sdk._transport import AsyncTransport, Call, ResponseCookieJar, SyncTransport, _Requests
 
 Sent = list[httpx.Request]
 
@@ -134,3 +135,67 @@ def test_the_async_transport_builds_the_same_request() -> None:
 
     asyncio.run(go())
     assert wire(sent[1]) == wire(sent[0])
+
+
+def affinity_after(answers_without: int) -> Callable[[httpx.Request], httpx.Response]:
+    """A server whose answers set an affinity cookie from the ``answers_without + 1``-th on."""
+    answered = [0]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        answered[0] += 1
+        if answered[0] <= answers_without:
+            return httpx.Response(200, json={})
+        return httpx.Response(200, json={}, headers={"set-cookie": "route=pod-2; Path=/"})
+
+    return answer
+
+
+@pytest.mark.parametrize("answers_without", [0, 2])
+def test_the_sdk_client_keeps_a_cookie_whichever_answer_sets_it(answers_without: int) -> None:
+    """The SDK's jar skips answers without Set-Cookie; the first one with it is read."""
+    sent: Sent = []
+    transport = httpx.MockTransport(recorder(sent, affinity_after(answers_without)))
+    with Client("http://o.test", token="t", transport=transport) as client:
+        assert isinstance(client._transport.client.cookies.jar, ResponseCookieJar)
+        for _ in range(answers_without + 2):
+            client._transport.send(Call("GET", "/v1/whoami"))
+    assert all("cookie" not in r.headers for r in sent[: answers_without + 1])
+    assert sent[-1].headers["cookie"] == "route=pod-2"
+
+
+def test_the_async_sdk_client_keeps_a_cookie_it_is_given() -> None:
+    sent: Sent = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        sent.append(request)
+        return affinity(request)
+
+    affinity = affinity_after(1)
+
+    async def go() -> None:
+        async with AsyncClient(
+            "http://o.test", token="t", transport=httpx.MockTransport(handle)
+        ) as client:
+            for _ in range(3):
+                await client._transport.send(Call("GET", "/v1/whoami"))
+
+    asyncio.run(go())
+    assert [r.headers.get("cookie") for r in sent] == [None, None, "route=pod-2"]
+
+
+def test_the_cookie_jar_reads_whatever_it_does_not_recognise() -> None:
+    """Handed something other than httpx's response wrapper, the jar reads it as the standard
+    jar would (a later httpx keeps working, only slower)."""
+    import urllib.request
+    from email.message import Message
+
+    class Plain:
+        def info(self) -> Message:
+            message = Message()
+            message["Set-Cookie"] = "route=pod-3; Path=/"
+            return message
+
+    jar = ResponseCookieJar()
+    jar.extract_cookies(Plain(), urllib.request.Request("http://o.test/v1/whoami"))
+    assert [c.value for c in jar] == ["pod-3"]
