@@ -194,17 +194,24 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     app.state.engine = engine
     app.state.token_cache = TokenCache()
     problems.install(app)
-    app.include_router(routes_task_batches.router)
-    app.include_router(routes_tasks.router)
-    app.include_router(routes_workers.router)
-    app.include_router(routes_attempt_batches.router)
-    app.include_router(routes_schedules.router)
-    app.include_router(routes_workflows.router)
-    app.include_router(routes_health.router)
-    app.include_router(routes_subscriptions.router)
-    app.include_router(routes_audit.router)
-    app.include_router(routes_admin.router)
-    app.include_router(routes_identity.router)
+    # In the order of traffic: a request is matched against the routers in turn (~10-20 µs
+    # each), so the ones the task lifecycle calls most come first (docs/performance.md).
+    docs = list(app.router.routes)  # FastAPI's own /openapi.json, /docs and /redoc
+    for routes in (
+        routes_tasks,  # submit: one request per task
+        routes_workers,  # lease
+        routes_attempt_batches,  # batched start and completion
+        routes_task_batches,
+        routes_health,
+        routes_schedules,
+        routes_workflows,
+        routes_subscriptions,
+        routes_audit,
+        routes_admin,
+        routes_identity,
+    ):
+        app.include_router(routes.router)
+    app.router.routes[:] = [route for route in app.router.routes if route not in docs] + docs
     return app
 
 
