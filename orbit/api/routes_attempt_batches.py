@@ -29,7 +29,6 @@ from orbit_store.pulse.model import (
 from . import limits, schemas_batches
 from .auth import CurrentCredential
 from .context import AppContext, Ctx
-from .lean_routes import lean_post
 from .problems import problem_body
 from .routes_tasks import PROBLEMS
 from .routes_workers import START_REFUSALS, completion_refusal, worker_namespace
@@ -86,8 +85,7 @@ def _start_result(
     )
 
 
-@lean_post(  # a hot path: parameters worked out once, not per request
-    router,
+@router.post(
     "/v1/attempts:complete",
     response_model=schemas_batches.CompletionBatchResponse,
     responses=PROBLEMS,

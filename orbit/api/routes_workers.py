@@ -40,7 +40,6 @@ from orbit_store.pulse.unreceived import hand_back_unreceived
 from . import limits, schemas
 from .auth import CurrentCredential, authorize
 from .context import AppContext, Ctx
-from .lean_routes import lean_post
 from .problems import ApiProblem
 from .routes_tasks import PROBLEMS
 
@@ -109,8 +108,7 @@ def create_session(
     return _session(ctx, view)
 
 
-@lean_post(  # a hot path: parameters worked out once, not per request
-    router,
+@router.post(
     "/v1/worker-sessions/{session_id}/lease",
     response_model=schemas.LeaseBatch,
     responses=PROBLEMS,
