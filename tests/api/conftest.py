@@ -21,6 +21,24 @@ from orbit_store.pulse import service
 from orbit_store.pulse.submit import SubmitRequest
 
 
+def http_scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The ASGI scope of one HTTP request to the app in process."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "server": ("test", 80),
+        "client": ("test", 1),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+
+
 class Api:
     """The app in-process, a namespace and a token with every role."""
 
@@ -47,23 +65,11 @@ class Api:
         """One request; with ``disconnect`` the client is gone once the body was read.
         Any success is expected unless ``expect`` names the status."""
         payload = json.dumps(body).encode()
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "scheme": "http",
-            "server": ("test", 80),
-            "client": ("test", 1),
-            "headers": [
-                (b"authorization", f"Bearer {self.token}".encode()),
-                (b"content-type", b"application/json"),
-            ],
-        }
+        scope = http_scope(
+            method,
+            path,
+            {"authorization": f"Bearer {self.token}", "content-type": "application/json"},
+        )
         messages = [{"type": "http.request", "body": payload, "more_body": False}]
         sent: list[dict[str, Any]] = []
 

@@ -22,7 +22,7 @@ from orbit.api.lean_routes import LeanRoute
 from orbit.api.limits import ENVELOPE_BYTES
 from orbit.api.routes_tasks import submit
 
-from .conftest import Api
+from .conftest import Api, http_scope
 
 LEAN = "/v1/namespaces/{ns}/tasks"
 PLAIN = "/plain/v1/namespaces/{ns}/tasks"
@@ -48,20 +48,7 @@ def twins(mariadb_engine: sa.Engine) -> Api:
 def send(
     app: FastAPI, path: str, body: bytes, headers: dict[str, str]
 ) -> tuple[int, dict[str, str], Any]:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "scheme": "http",
-        "server": ("test", 80),
-        "client": ("test", 1),
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-    }
+    scope = http_scope("POST", path, headers)
     messages = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict[str, Any]] = []
 

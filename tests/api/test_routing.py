@@ -15,6 +15,8 @@ from fastapi import FastAPI
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
 
+from .conftest import http_scope
+
 
 @pytest.fixture(scope="module")
 def app() -> FastAPI:
@@ -24,20 +26,7 @@ def app() -> FastAPI:
 
 
 def route_of(app: FastAPI, method: str, path: str) -> tuple[Any, int]:
-    scope: dict[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json")],
-        "client": ("test", 1),
-        "server": ("test", 80),
-    }
+    scope = http_scope(method, path, {"content-type": "application/json"})
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
