@@ -3,7 +3,7 @@
 FastAPI works out, on every request, what each parameter of an endpoint needs: it walks the
 dependency tree, re-examines each parameter's annotation, builds cache keys, and calls each
 dependency through the same generic machinery. For the one-by-one submission — the request
-Orbit answers most — that was about a quarter of the server's CPU per request
+Orbit answers most — that was about a fifth of the server's CPU per request
 (docs/performance.md). ``LeanRoute`` does the same work with what it worked out once, when the
 route was made: a validator per path parameter, one for the JSON body, and a plain call per
 dependency from ``REQUEST_DEPENDENCIES``.
