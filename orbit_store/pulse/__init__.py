@@ -26,9 +26,12 @@ Two rules make this hold in practice, beyond the order itself:
 
 - A lock taken with SKIP LOCKED never waits, so it cannot close a cycle: claims take quota
   rows and then skip-lock tasks, and keys hand permits to skip-locked blocked tasks.
-- Rows are locked through their primary key (``db.by_primary_key``): a waiting locking read
-  through a secondary index locks that index's entries first, and deadlocks with transactions
-  that hold the row and change that index. Sets of rows are found by a plain read, then locked
+- Rows are locked, and changed, through their primary key (``db.by_primary_key``): a waiting
+  locking read or an UPDATE through a secondary index locks that index's entries first — the
+  entry after its range too, another row's — and deadlocks with transactions that hold that
+  row and change the index. The optimizer may pick such an index even for ``id = ?`` when the
+  other conditions name its columns (a single start's UPDATE did, through the lease reaper's
+  index); ``tests/store/test_primary_key_locking.py`` checks every statement of a lifecycle. Sets of rows are found by a plain read, then locked
   by id in id order and checked again. Foreign keys whose index includes a column that changes
   would take a hidden shared lock on the parent row at every change; their indexes hold the
   key column alone (``ix_tasks_gate``, ``ix_task_attempts_by_session``).

@@ -46,7 +46,7 @@ def token_matches(token: str, token_hash: str) -> bool:
 
 def lock_attempt(conn: sa.Connection, attempt_id: str) -> sa.Row[Any] | None:
     query = sa.select(task_attempts).where(task_attempts.c.id == attempt_id).with_for_update()
-    return conn.execute(query).one_or_none()
+    return conn.execute(by_primary_key(query, task_attempts)).one_or_none()
 
 
 def find_attempt(conn: sa.Connection, namespace: str, attempt_id: str) -> sa.Row[Any] | None:
@@ -86,7 +86,7 @@ def finish_attempt(
     ]
     if only_if_expired:
         conditions.append(task_attempts.c.lease_expires_at <= now)
-    updated = conn.execute(
+    finish = (
         task_attempts.update()
         .where(*conditions)
         .values(
@@ -98,4 +98,5 @@ def finish_attempt(
             error=error,
         )
     )
+    updated = conn.execute(by_primary_key(finish, task_attempts))
     return bool(updated.rowcount == 1)

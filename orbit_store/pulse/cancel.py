@@ -39,11 +39,12 @@ def cancel_task(
     if state is TaskState.RUNNING:
         if task.cancel_requested:
             return CancelResult(task_id, state, True, changed=False)
-        conn.execute(
+        request = (
             tasks.update()
             .where(tasks.c.id == task_id, tasks.c.state_version == task.state_version)
             .values(cancel_requested=True, cancel_requested_at=now, cancel_reason=why[:255])
         )
+        conn.execute(by_primary_key(request, tasks))
         new_state = state
     else:
         if state is TaskState.LEASED:

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key
 from orbit_store.errors import InvalidRequest
 from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
@@ -153,7 +154,7 @@ def _keep_as_evidence(
     now: dt.datetime,
 ) -> None:
     """The first late report of a superseded attempt is kept; it is never applied (seed §2)."""
-    conn.execute(
+    keep = (
         task_attempts.update()
         .where(task_attempts.c.id == attempt_id, task_attempts.c.late_reported_at.is_(None))
         .values(
@@ -163,3 +164,4 @@ def _keep_as_evidence(
             late_reported_at=now,
         )
     )
+    conn.execute(by_primary_key(keep, task_attempts))

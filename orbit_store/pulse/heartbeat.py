@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key
 from orbit_store.fencing import current_epoch
 from orbit_store.schema import task_attempts, tasks, worker_sessions
 
@@ -113,7 +114,7 @@ def _renew_one(
             expires = min(expires, cap)
     if expires <= now:
         return lost("attempt timeout or task deadline reached")
-    updated = conn.execute(
+    extend = (
         task_attempts.update()
         .where(
             task_attempts.c.id == item.attempt_id,
@@ -122,6 +123,7 @@ def _renew_one(
         )
         .values(lease_expires_at=expires, heartbeat_at=now)
     )
+    updated = conn.execute(by_primary_key(extend, task_attempts))
     if updated.rowcount != 1:
         return lost("attempt was superseded meanwhile")
     status = RenewStatus.CANCEL_REQUESTED if row.cancel_requested else RenewStatus.EXTENDED

@@ -19,6 +19,7 @@ import logging
 
 import sqlalchemy as sa
 
+from orbit_store.db import by_primary_key
 from orbit_store.fencing import is_fenced
 from orbit_store.replicas import ServingWindow, serving_window
 
@@ -69,7 +70,7 @@ def extend_lease_after_outage(
     until = grace_expiry(serving_window(conn, now), row.lease_expires_at, lease_seconds)
     if until is None or until <= now:
         return None
-    updated = conn.execute(
+    extend = (
         task_attempts.update()
         .where(
             task_attempts.c.id == attempt_id,
@@ -78,6 +79,7 @@ def extend_lease_after_outage(
         )
         .values(lease_expires_at=until)
     )
+    updated = conn.execute(by_primary_key(extend, task_attempts))
     if updated.rowcount != 1:
         return None
     log.info(

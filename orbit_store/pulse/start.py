@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.db import by_primary_key
 from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
 
@@ -64,7 +65,7 @@ def start_attempt(
     # A lease that ran out in a server outage gets its grace first (pulse.outages).
     extend_lease_after_outage(conn, attempt_id, task.lease_seconds, now)
     expires = now + dt.timedelta(seconds=task.lease_seconds)
-    updated = conn.execute(
+    run = (
         task_attempts.update()
         .where(
             task_attempts.c.id == attempt_id,
@@ -78,6 +79,10 @@ def start_attempt(
             lease_expires_at=expires,
         )
     )
+    # By primary key: left to itself MariaDB may plan this through ix_task_attempts_lease_reaper
+    # (state, lease_expires_at) and lock the entry after the range — another attempt's, which a
+    # completion holding that attempt changes: a deadlock (tests/store/test_primary_key_locking).
+    updated = conn.execute(by_primary_key(run, task_attempts))
     if updated.rowcount != 1:  # current and LEASED, so only its lease can have run out
         return StartResult(False, StartRefusal.LEASE_EXPIRED)
     safety = Safety.UNSAFE if Safety.UNSAFE in (handler_safety, task.safety) else Safety.SAFE

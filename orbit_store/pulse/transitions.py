@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, db_now, utc_now
+from orbit_store.db import by_primary_key
 from orbit_store.delivery.fanout import fan_out
 from orbit_store.ids import new_id
 from orbit_store.schema import tasks
@@ -31,20 +32,27 @@ from .paths import holds_permit, reentry_path
 # Built once: the per-task statements of every transition (values bound per call). Executing a
 # prebuilt statement skips SQLAlchemy's construction and cache-key work, about half of its
 # Python cost per statement (docs/performance.md).
-_LOCK_TASK = (
+# All by primary key (lock order, ``db.by_primary_key``): with ``state`` or ``namespace`` in
+# the condition the optimizer could otherwise scan a secondary index and lock other tasks.
+_LOCK_TASK = by_primary_key(
     sa.select(tasks)
     .where(tasks.c.id == sa.bindparam("task_id"), tasks.c.namespace == sa.bindparam("namespace"))
-    .with_for_update()
+    .with_for_update(),
+    tasks,
 )
-_LOCK_TASK_NOW = (
+_LOCK_TASK_NOW = by_primary_key(
     sa.select(tasks, utc_now().label("db_now"))
     .where(tasks.c.id == sa.bindparam("task_id"), tasks.c.namespace == sa.bindparam("namespace"))
-    .with_for_update()
+    .with_for_update(),
+    tasks,
 )
-_MOVE_TASK = tasks.update().where(
-    tasks.c.id == sa.bindparam("where_id"),
-    tasks.c.state == sa.bindparam("where_state"),
-    tasks.c.state_version == sa.bindparam("where_version"),
+_MOVE_TASK = by_primary_key(
+    tasks.update().where(
+        tasks.c.id == sa.bindparam("where_id"),
+        tasks.c.state == sa.bindparam("where_state"),
+        tasks.c.state_version == sa.bindparam("where_version"),
+    ),
+    tasks,
 )
 
 
