@@ -31,10 +31,11 @@ Two rules make this hold in practice, beyond the order itself:
   entry after its range too, another row's — and deadlocks with transactions that hold that
   row and change the index. The optimizer may pick such an index even for ``id = ?`` when the
   other conditions name its columns (a single start's UPDATE did, through the lease reaper's
-  index); ``tests/store/test_primary_key_locking.py`` checks every statement of a lifecycle. Sets of rows are found by a plain read, then locked
-  by id in id order and checked again. Foreign keys whose index includes a column that changes
-  would take a hidden shared lock on the parent row at every change; their indexes hold the
-  key column alone (``ix_tasks_gate``, ``ix_task_attempts_by_session``).
+  index); ``tests/store/test_primary_key_locking.py`` checks every statement of a lifecycle.
+  Sets of rows are found by a plain read, then locked by id in id order and checked again.
+  Foreign keys whose index includes a column that changes would take a hidden shared lock on
+  the parent row at every change; their indexes hold the key column alone (``ix_tasks_gate``,
+  ``ix_task_attempts_by_session``).
 
 The restore fence's row (``dispatch_fence``, ``orbit_store/fencing.py``) is read plainly by
 claims, starts, renewals and completions, never locked by them; only a fence or a reopen locks it,
