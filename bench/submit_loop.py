@@ -1,20 +1,26 @@
 """One-by-one submissions (``Client.submit``) against a real `orbit server`: throughput, request
-latency p50/p99 and the server's CPU per submission, beside the raw-SQL submit (one INSERT of the
-task and one of its event per transaction, from as many processes) measured in the same run.
+latency p50/p99 and the CPU each kind of process spends per submission — the server (with
+``--server-workers N``, its HTTP processes too), the local MariaDB, the submitting clients and
+the whole machine — beside the raw-SQL submit (one INSERT of the task and one of its event per
+transaction, from as many processes) measured in the same run.
 
 Each value of ``--submit-transactions`` (the server's group-commit width: submission transactions
-one process runs at once, docs/operations/server.md) gets a server of its own on the same
-database. With fewer transactions than concurrent submitters, the submissions that arrive during
-a transaction share the next one; with as many, each has its own (no grouping).
+one process runs at once, docs/operations/server.md) and of ``--server-workers`` gets a server of
+its own on the same database; with several values of both, every pair is run, and ``--rounds``
+repeats the whole list (alternated, so a machine whose speed drifts hits each alike). With fewer
+transactions than concurrent submitters, the submissions that arrive during a transaction share
+the next one; with as many, each has its own (no grouping).
 Usage: ``.venv/bin/python bench/submit_loop.py [--tasks 2000] [--submitters 8]
-[--submit-transactions 1 2 8]`` (see --help).
+[--submit-transactions 1 2 8] [--server-workers 1 2] [--rounds 3]`` (see --help).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing
 import os
+import resource
 import signal
 import sys
 import tempfile
@@ -31,7 +37,9 @@ from bench.e2e import (  # the repository root, added above (run as a script)
     NS,
     Bench,
     cpu_seconds,
+    mariadb_pid,
     pct,
+    process_tree,
     raw_part,
     say,
     server_sql,
@@ -39,35 +47,63 @@ from bench.e2e import (  # the repository root, added above (run as a script)
 from orbit_sdk import Client
 
 
-def submit_part(base: str, token: str, start_at: float, n: int) -> list[float]:
-    """One submitting process: ``n`` calls, one after the other; each call's seconds."""
+def submit_part(base: str, token: str, start_at: float, n: int) -> tuple[list[float], float]:
+    """One submitting process: ``n`` calls, one after the other; each call's seconds, and the
+    CPU seconds the calls cost this process."""
     took = []
     with Client(base, token=token, timeout=30) as client:
         time.sleep(max(start_at - time.time(), 0))
+        cpu = _own_cpu()
         for i in range(n):
             began = time.perf_counter()
             client.submit(NS, handler="bench.noop", params={"i": i})
             took.append(time.perf_counter() - began)
-    return took
+        cpu = _own_cpu() - cpu
+    return took, cpu
 
 
-def orbit_run(pool: Any, bench: Bench, token: str, width: int) -> Any:
-    """One server with ``--submit-transactions width``: (submits/s, p50 ms, p99 ms, server CPU
-    ms per submit)."""
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy (not idle, not waiting for I/O)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(field) for field in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def orbit_run(pool: Any, bench: Bench, token: str, width: int, workers: int) -> dict[str, float]:
+    """One server with ``--submit-transactions width`` and ``--workers workers``: submits/s,
+    p50 and p99 ms, and CPU ms per submit of the server, MariaDB, the clients, the machine."""
     args = bench.args
-    bench.start_server("--submit-transactions", str(width), log=f"server-{width}.log")
+    args.server_workers = workers
+    bench.start_server("--submit-transactions", str(width), log=f"server-{width}-{workers}.log")
     try:
         share, base = args.tasks // args.submitters, bench.base
         pool.starmap(submit_part, [(base, token, time.time(), 20)] * args.submitters)  # warm
-        cpu, start_at = cpu_seconds(bench.server.pid), time.time() + 1.0
+        server, mariadb = process_tree(bench.server.pid), mariadb_pid()
+        before = _cpu(server, mariadb)
+        start_at = time.time() + 1.0
         parts = pool.starmap(submit_part, [(base, token, start_at, share)] * args.submitters)
         wall = time.time() - start_at
-        cpu = cpu_seconds(bench.server.pid) - cpu
+        after = _cpu(server, mariadb)
     finally:
         bench.stop([bench.server])
-    took = sorted(t for part in parts for t in part)
+    took = sorted(t for part, _ in parts for t in part)
     n = len(took)
-    return n / wall, pct(took, 0.5) * 1000, pct(took, 0.99) * 1000, cpu * 1000 / n
+    per = {k: (after[k] - before[k]) * 1000 / n for k in before}
+    per["clients"] = sum(cpu for _, cpu in parts) * 1000 / n
+    return per | {"rate": n / wall, "p50": pct(took, 0.5) * 1000, "p99": pct(took, 0.99) * 1000}
+
+
+def _cpu(server: list[int], mariadb: int | None) -> dict[str, float]:
+    return {
+        "server": sum(map(cpu_seconds, server)),
+        "mariadb": cpu_seconds(mariadb) if mariadb else float("nan"),
+        "machine": machine_busy(),
+    }
 
 
 def raw_run(pool: Any, args: argparse.Namespace) -> float:
@@ -84,8 +120,18 @@ def main() -> None:
     add("--tasks", type=int, default=2000, help="submissions per run (default 2000)")
     add("--submitters", type=int, default=8, help="submitting processes (Orbit and raw)")
     add("--submit-transactions", type=int, nargs="+", default=[1, 2, 8], metavar="N")
-    parser.set_defaults(server_workers=1, log_level="WARNING")  # what Bench reads
+    add(
+        "--server-workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        metavar="N",
+        help="orbit server --workers",
+    )
+    add("--rounds", type=int, default=1, help="the whole list this many times, alternated")
+    parser.set_defaults(log_level="WARNING")  # what Bench reads
     args = parser.parse_args()
+    cells = list(itertools.product(args.submit_transactions, args.server_workers)) * args.rounds
     pool = multiprocessing.get_context("fork").Pool(
         args.submitters, signal.signal, (signal.SIGINT, signal.SIG_IGN)
     )
@@ -101,13 +147,15 @@ def main() -> None:
             bench.query(f"CREATE TABLE raw_{table} LIKE {table}")
         say(f"{args.submitters} submitting processes, {args.tasks} submissions per run; load: ")
         say(f"  {os.getloadavg()}; server logs in {bench.logs}")
-        for width in args.submit_transactions:
-            rate, p50, p99, cpu = orbit_run(pool, bench, token, width)
+        for width, workers in cells:
+            o = orbit_run(pool, bench, token, width, workers)
             raw = raw_run(pool, args)
             say(
-                f"  --submit-transactions {width}: {rate:6,.0f}/s, p50 {p50:5.1f} ms, p99 "
-                f"{p99:5.1f} ms, server CPU {cpu:.2f} ms/submit; raw {raw:6,.0f}/s "
-                f"(ratio {rate / raw:.2f}x)"
+                f"  --submit-transactions {width} --workers {workers}: {o['rate']:6,.0f}/s, p50 ",
+                f"{o['p50']:5.1f} ms, p99 {o['p99']:5.1f} ms; CPU ms/submit: server ",
+                f"{o['server']:.2f}, mariadb {o['mariadb']:.2f}, clients {o['clients']:.2f}, ",
+                f"machine {o['machine']:.2f} (of {2000 / o['rate']:.2f} it had); raw ",
+                f"{raw:6,.0f}/s (ratio {o['rate'] / raw:.2f}x)",
             )
     finally:
         if bench is not None:
