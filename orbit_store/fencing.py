@@ -14,8 +14,10 @@ What the checks below keep (invariant 3: a new operation must present the curren
 - :func:`dispatch_columns` and :func:`open_epoch` — claims (which read the fence beside their
   queues): refused while dispatch is closed (:class:`DispatchClosed`); a grant records the
   epoch read there;
-- :func:`is_fenced` — start, renewal and completion: an attempt of an older epoch is refused
-  (its report is kept as evidence, never applied).
+- :func:`is_fenced` and :func:`current_epoch_column` — start, renewal and completion (which
+  read the epoch beside their attempts: ``pulse.attempts.granted_before_fence``, the batches'
+  ``batch_read``): an attempt of an older epoch is refused (its report is kept as evidence,
+  never applied).
 
 The checks are plain reads of one row: a claim or start that read the old epoch just before a
 fence commits made a grant of the old epoch, which every later call refuses; the fence's
@@ -83,7 +85,7 @@ def current_epoch(conn: sa.Connection) -> int:
 
 def current_epoch_column() -> sa.ColumnElement[int]:
     """``current_epoch`` as a column of another statement, to read it without a round trip of
-    its own (the batched starts and completions read it beside their attempts)."""
+    its own (starts and completions, single or batched, read it beside their attempts)."""
     fence = sa.select(dispatch_fence.c.epoch).where(dispatch_fence.c.id == _ROW)
     return sa.func.coalesce(fence.scalar_subquery(), 0)
 

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
+from orbit_store.fencing import current_epoch_column
 from orbit_store.schema import task_attempts, tasks
 
 from .model import AttemptOutcome, AttemptState
@@ -51,13 +52,21 @@ def lock_attempt(conn: sa.Connection, attempt_id: str) -> sa.Row[Any] | None:
 
 def find_attempt(conn: sa.Connection, namespace: str, attempt_id: str) -> sa.Row[Any] | None:
     """Non-locking read of the attempt and its task's gate (a gate_id never changes), used to
-    learn what to lock first (lock order: gate → task → attempt)."""
+    learn what to lock first (lock order: gate → task → attempt), with the current restore
+    epoch as ``fence_epoch`` (read beside it rather than in a round trip of its own, as the
+    batches read it; :func:`granted_before_fence`)."""
     return conn.execute(_FIND, {"attempt_id": attempt_id, "namespace": namespace}).one_or_none()
+
+
+def granted_before_fence(found: sa.Row[Any]) -> bool:
+    """Whether the attempt ``find_attempt`` read was granted before the current restore fence
+    (``orbit_store/fencing.py``): invariant 3, such a grant is refused whatever it presents."""
+    return int(found.epoch) < int(found.fence_epoch)
 
 
 #: Built once (hot path: every start and completion); values are bound per call.
 _FIND = (
-    sa.select(task_attempts, tasks.c.gate_id)
+    sa.select(task_attempts, tasks.c.gate_id, current_epoch_column().label("fence_epoch"))
     .join(tasks, tasks.c.id == task_attempts.c.task_id)
     .where(
         task_attempts.c.id == sa.bindparam("attempt_id"),

@@ -17,10 +17,15 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.errors import InvalidRequest
-from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
 
-from .attempts import find_attempt, finish_attempt, lock_attempt, token_matches
+from .attempts import (
+    find_attempt,
+    finish_attempt,
+    granted_before_fence,
+    lock_attempt,
+    token_matches,
+)
 from .gates import gate_is_open
 from .model import (
     AttemptOutcome,
@@ -62,7 +67,7 @@ def complete_attempt(
         return CompletionResult(CompletionStatus.NOT_FOUND, None, "no such attempt here")
     if not token_matches(token, found.token_hash):
         return CompletionResult(CompletionStatus.REFUSED, None, "wrong attempt token")
-    if is_fenced(conn, found.epoch):  # restore fence (orbit_store/fencing.py): evidence only
+    if granted_before_fence(found):  # restore fence (orbit_store/fencing.py): evidence only
         _keep_as_evidence(conn, attempt_id, outcome, result, error, db_now(conn))
         return CompletionResult(CompletionStatus.FENCED, None, "granted before a restore fence")
     gate_open = gate_is_open(conn, found.gate_id)  # a retry may put the task back on a path

@@ -16,10 +16,9 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
-from orbit_store.fencing import is_fenced
 from orbit_store.schema import task_attempts
 
-from .attempts import find_attempt, token_matches
+from .attempts import find_attempt, granted_before_fence, token_matches
 from .gates import gate_is_open
 from .model import AttemptState, Safety, StartRefusal, StartResult, TaskState
 from .outages import extend_lease_after_outage
@@ -45,7 +44,7 @@ def start_attempt(
         return StartResult(False, StartRefusal.NOT_FOUND)
     if not token_matches(token, found.token_hash):
         return StartResult(False, StartRefusal.INVALID_TOKEN)
-    if is_fenced(conn, found.epoch):  # restore fence (orbit_store/fencing.py)
+    if granted_before_fence(found):  # restore fence (orbit_store/fencing.py)
         return StartResult(False, StartRefusal.RESTORE_FENCED)
     session_live = session_is_live(conn, namespace, found.worker_session_id)
     gate_open = gate_is_open(conn, found.gate_id)

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit_store.fencing import is_fenced
-
-from .attempts import find_attempt, token_matches
+from .attempts import find_attempt, granted_before_fence, token_matches
 from .gates import gate_is_open
 from .model import TaskState
 from .transitions import cancel_unstarted, hand_back, lock_task_now
@@ -33,7 +31,7 @@ def hand_back_unreceived(
     found = find_attempt(conn, namespace, attempt_id)
     if found is None or not token_matches(token, found.token_hash):
         return None
-    if is_fenced(conn, found.epoch):  # the fence already cut its lease
+    if granted_before_fence(found):  # the fence already cut its lease
         return None
     gate_open = gate_is_open(conn, found.gate_id)
     task, now = lock_task_now(conn, namespace, found.task_id)

@@ -20,6 +20,7 @@ from orbit_store.schema import audit_log, server_replicas, worker_sessions
 from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
+from .sent_statements import sent_statements
 
 
 def _fence(pulse: PulseDriver, reason: str = "restored backup of 02:00") -> FenceReport:
@@ -36,6 +37,20 @@ def test_a_grant_from_before_the_fence_cannot_start_inv3(isolated_pulse: PulseDr
     _fence(isolated_pulse)
     refused = isolated_pulse.start(grant)
     assert not refused.started and refused.refusal is StartRefusal.RESTORE_FENCED
+
+
+def test_a_single_start_and_completion_read_the_fence_beside_their_attempt(
+    pulse: PulseDriver,
+) -> None:
+    """The restore epoch comes with the attempt's own read, not in a round trip of its own
+    (issue 9): each single-item body reads the fence row in one statement, its attempt read."""
+    pulse.submit()
+    grant = pulse.claim_one()
+    for call in (pulse.start, pulse.succeed):
+        with sent_statements(pulse.base_engine) as sent:
+            call(grant)
+        reads = [s for s in sent if "dispatch_fence" in s]
+        assert len(reads) == 1 and "task_attempts" in reads[0], reads
 
 
 def test_a_grant_from_before_the_fence_cannot_renew_inv3(isolated_pulse: PulseDriver) -> None:
