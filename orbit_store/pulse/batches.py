@@ -17,7 +17,9 @@ result, inside its own SAVEPOINT. An item the rules refuse (wrong token, superse
 lapsed lease — invariant 3) answers with its refusal; an item whose request is invalid or
 whose conditional update loses a race is rolled back to its savepoint and answers
 ``InvalidRequest``/``LostRace``; its neighbours commit either way (invariant 4 per item: an
-applied outcome commits with its events).
+applied outcome commits with its events). A batch of one item sent by :func:`run_batch` has no
+neighbours: it runs without the SAVEPOINT, and its refusal rolls back the whole transaction,
+which held nothing else.
 
 Lock order: the set path takes the sessions (starts), gates and task rows of the whole batch
 first, in that order and each kind in id order (``batch_read``), so the items left to the
@@ -97,12 +99,18 @@ class ItemRefused:
 
 
 def start_attempts(
-    conn: sa.Connection, *, namespace: str, items: Sequence[StartItem], set_based: bool = True
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    items: Sequence[StartItem],
+    set_based: bool = True,
+    alone: bool = False,
 ) -> dict[str, StartResult | ItemRefused]:
     """Start every item's attempt that the rules allow (invariants 3, 12); one result per
     attempt id. See the module docstring for isolation between items. ``set_based=False``
     applies every item through the single-item body (the reference the set path is tested
-    against, and an escape hatch)."""
+    against, and an escape hatch). ``alone``: the transaction holds this batch only (see
+    :class:`LoneItemRefused`)."""
 
     def start(item: StartItem) -> StartResult:
         return start_attempt(
@@ -114,7 +122,7 @@ def start_attempts(
         )
 
     set_path = functools.partial(start_set, conn, namespace) if set_based else None
-    return _apply(conn, namespace, "start", items, set_path, start)
+    return _apply(conn, namespace, "start", items, set_path, start, alone)
 
 
 def complete_attempts(
@@ -123,9 +131,10 @@ def complete_attempts(
     namespace: str,
     items: Sequence[CompletionItem],
     set_based: bool = True,
+    alone: bool = False,
 ) -> dict[str, CompletionResult | ItemRefused]:
     """Apply every item's report (invariants 3, 4, 7); one result per attempt id.
-    ``set_based``: as for :func:`start_attempts`."""
+    ``set_based`` and ``alone``: as for :func:`start_attempts`."""
 
     def complete(item: CompletionItem) -> CompletionResult:
         return complete_attempt(
@@ -140,7 +149,7 @@ def complete_attempts(
         )
 
     set_path = functools.partial(complete_set, conn, namespace) if set_based else None
-    return _apply(conn, namespace, "complete", items, set_path, complete)
+    return _apply(conn, namespace, "complete", items, set_path, complete, alone)
 
 
 def run_batch(
@@ -153,10 +162,14 @@ def run_batch(
     """``apply`` (:func:`start_attempts` or :func:`complete_attempts`) in one transaction; when
     its set path's counts do not match, that transaction is rolled back whole and the batch runs
     again item by item in a new one (every item is idempotent, and nothing of the first
-    transaction was committed)."""
-    work = functools.partial(apply, namespace=namespace, items=items)
+    transaction was committed). A batch of one item is its transaction's only work, so it runs
+    without a SAVEPOINT and a refusal rolls the whole transaction back
+    (:class:`LoneItemRefused`)."""
+    work = functools.partial(apply, namespace=namespace, items=items, alone=len(items) == 1)
     try:
         return run_transaction(engine, work)
+    except LoneItemRefused as refused:  # rolled back: the transaction held nothing else
+        return {refused.attempt_id: refused.answer}
     except SetPathMismatch:
         return run_transaction(engine, functools.partial(work, set_based=False))
 
@@ -168,11 +181,15 @@ def _apply(
     items: Sequence[Item],
     set_path: Callable[[list[Item]], tuple[dict[str, R], list[str]]] | None,
     apply: Callable[[Item], R],
+    alone: bool = False,
 ) -> dict[str, R | ItemRefused]:
     """A batch of ``kind``: checked, then the set path (None: off) and the items it left, or
-    every item on its own; permits and quota counters settled once at the end (``deferred``)."""
+    every item on its own; permits and quota counters settled once at the end (``deferred``).
+    ``alone`` with one item: that item without a SAVEPOINT (:class:`LoneItemRefused`)."""
     by_id = _checked(items)
     with deferred(conn, namespace) as record:
+        if alone and len(by_id) == 1:
+            return _lone(by_id, apply)
         if set_path is None:
             return _each(conn, record, by_id, sorted(by_id), apply)
         return _set_then_each(
@@ -210,6 +227,27 @@ def _set_then_each(
     results: dict[str, R | ItemRefused] = dict(answers)
     results.update(_each(conn, record, by_id, rest, apply))
     return results
+
+
+class LoneItemRefused(Exception):
+    """The refusal of the only item of a batch that is its transaction's only work, raised so
+    that the transaction is rolled back whole — what its SAVEPOINT would have undone, without
+    the two statements a SAVEPOINT and its RELEASE cost every lone item (a worker's batches of
+    one under a trickle of tasks). :func:`run_batch` answers it as ``_each`` would have."""
+
+    def __init__(self, attempt_id: str, answer: ItemRefused) -> None:
+        super().__init__(f"{attempt_id}: {answer.kind}: {answer.detail}")
+        self.attempt_id, self.answer = attempt_id, answer
+
+
+def _lone(by_id: dict[str, Item], apply: Callable[[Item], R]) -> dict[str, R | ItemRefused]:
+    ((attempt_id, item),) = by_id.items()
+    try:
+        return {attempt_id: apply(item)}
+    except InvalidRequest as exc:
+        raise LoneItemRefused(attempt_id, ItemRefused("invalid", str(exc))) from exc
+    except LostRace as exc:
+        raise LoneItemRefused(attempt_id, ItemRefused("lost_race", str(exc))) from exc
 
 
 def _each(

@@ -5,6 +5,9 @@ commits with its events) — one item's refusal never fails its neighbours."""
 from __future__ import annotations
 
 import functools
+from typing import Any
+
+import pytest
 
 from orbit_store.pulse import batches
 from orbit_store.pulse.model import (
@@ -15,8 +18,10 @@ from orbit_store.pulse.model import (
     StartRefusal,
     StartResult,
 )
+from orbit_store.pulse.transitions import LostRace
 
 from .pulse_driver import PulseDriver
+from .sent_statements import sent_statements
 
 
 def _start_many(pulse: PulseDriver, items: list[batches.StartItem]) -> dict[str, object]:
@@ -154,3 +159,55 @@ def test_a_repeated_batch_answers_duplicate_for_every_applied_item(pulse: PulseD
     _complete_many(pulse, list(map(_ok, current)))
     again = _complete_many(pulse, list(map(_ok, current)))
     assert {r.status for r in again.values()} == {CompletionStatus.DUPLICATE}  # type: ignore[attr-defined]
+
+
+def _run_batch(pulse: PulseDriver, apply: Any, items: list[Any]) -> dict[str, Any]:
+    return batches.run_batch(pulse.engine, apply, namespace=pulse.namespace, items=items)
+
+
+def test_a_batch_of_one_item_takes_no_savepoint(pulse: PulseDriver) -> None:
+    """Its transaction holds nothing else, so the SAVEPOINT and RELEASE would be two statements
+    spent on nothing (issue 9: a worker's batches are of one under a trickle of tasks)."""
+    pulse.submit()
+    grant = pulse.claim_one()
+    start = batches.StartItem(grant.attempt_id, grant.token)
+    with sent_statements(pulse.base_engine) as sent:
+        started = _run_batch(pulse, batches.start_attempts, [start])
+        done = _run_batch(pulse, batches.complete_attempts, [_ok(grant)])
+    assert started[grant.attempt_id].started
+    assert done[grant.attempt_id].status is CompletionStatus.APPLIED
+    assert not [s for s in sent if "SAVEPOINT" in s.upper()], sent
+
+
+def test_a_refused_item_alone_in_its_batch_answers_its_refusal(pulse: PulseDriver) -> None:
+    pulse.submit()
+    unstarted = pulse.claim_one()
+    events = len(pulse.events(unstarted.task_id))
+    refused = _run_batch(pulse, batches.complete_attempts, [_ok(unstarted)])[unstarted.attempt_id]
+    assert isinstance(refused, batches.ItemRefused) and refused.kind == "invalid"
+    assert pulse.state(unstarted.task_id) == "LEASED"
+    assert len(pulse.events(unstarted.task_id)) == events
+
+
+def test_a_lone_item_refused_after_its_writes_leaves_none_of_them_inv4(
+    pulse: PulseDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a SAVEPOINT, the refusal must roll back the whole transaction: here the item's
+    completion is written (attempt finished, task SUCCEEDED, events) and then loses a race."""
+    pulse.submit()
+    grant = pulse.claim_one()
+    assert pulse.start(grant).started
+    events = len(pulse.events(grant.task_id))
+    real = batches.complete_attempt
+
+    def applied_then_lost(conn: Any, **kw: Any) -> Any:
+        real(conn, **kw)
+        raise LostRace("the task moved meanwhile")
+
+    monkeypatch.setattr(batches, "complete_attempt", applied_then_lost)
+    refused = _run_batch(pulse, batches.complete_attempts, [_ok(grant)])[grant.attempt_id]
+    assert isinstance(refused, batches.ItemRefused) and refused.kind == "lost_race"
+    assert pulse.state(grant.task_id) == "RUNNING"
+    assert [a.state for a in pulse.attempts(grant.task_id)] == ["RUNNING"]
+    assert len(pulse.events(grant.task_id)) == events
+    assert pulse.result_events(grant.task_id) == []
