@@ -109,8 +109,8 @@ def start_attempts(
     """Start every item's attempt that the rules allow (invariants 3, 12); one result per
     attempt id. See the module docstring for isolation between items. ``set_based=False``
     applies every item through the single-item body (the reference the set path is tested
-    against, and an escape hatch). ``alone``: the transaction holds this batch only (see
-    :class:`LoneItemRefused`)."""
+    against, and an escape hatch). ``alone``: the transaction holds this batch only, so a
+    batch of one item needs no SAVEPOINT (see :class:`LoneItemRefused`)."""
 
     def start(item: StartItem) -> StartResult:
         return start_attempt(
@@ -165,7 +165,7 @@ def run_batch(
     transaction was committed). A batch of one item is its transaction's only work, so it runs
     without a SAVEPOINT and a refusal rolls the whole transaction back
     (:class:`LoneItemRefused`)."""
-    work = functools.partial(apply, namespace=namespace, items=items, alone=len(items) == 1)
+    work = functools.partial(apply, namespace=namespace, items=items, alone=True)
     try:
         return run_transaction(engine, work)
     except LoneItemRefused as refused:  # rolled back: the transaction held nothing else
@@ -240,14 +240,20 @@ class LoneItemRefused(Exception):
         self.attempt_id, self.answer = attempt_id, answer
 
 
+#: What an item's own request error answers (the item is rolled back; its neighbours go on).
+_ITEM_ERRORS = (InvalidRequest, LostRace)
+
+
+def _refusal(exc: Exception) -> ItemRefused:
+    return ItemRefused("invalid" if isinstance(exc, InvalidRequest) else "lost_race", str(exc))
+
+
 def _lone(by_id: dict[str, Item], apply: Callable[[Item], R]) -> dict[str, R | ItemRefused]:
     ((attempt_id, item),) = by_id.items()
     try:
         return {attempt_id: apply(item)}
-    except InvalidRequest as exc:
-        raise LoneItemRefused(attempt_id, ItemRefused("invalid", str(exc))) from exc
-    except LostRace as exc:
-        raise LoneItemRefused(attempt_id, ItemRefused("lost_race", str(exc))) from exc
+    except _ITEM_ERRORS as exc:
+        raise LoneItemRefused(attempt_id, _refusal(exc)) from exc
 
 
 def _each(
@@ -262,14 +268,10 @@ def _each(
         savepoint, mark = conn.begin_nested(), record.mark()
         try:
             results[attempt_id] = apply(by_id[attempt_id])
-        except InvalidRequest as exc:
+        except _ITEM_ERRORS as exc:
             savepoint.rollback()
             record.reset(mark)
-            results[attempt_id] = ItemRefused("invalid", str(exc))
-        except LostRace as exc:
-            savepoint.rollback()
-            record.reset(mark)
-            results[attempt_id] = ItemRefused("lost_race", str(exc))
+            results[attempt_id] = _refusal(exc)
         else:
             savepoint.commit()
     return results
