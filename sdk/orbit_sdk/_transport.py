@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from ._wire import async_exchange, exchange
 from .errors import OrbitError, ServerUnreachable, error_for_problem
 from .models import Problem
 
@@ -263,18 +264,21 @@ def _unreachable(call: Call, exc: Exception) -> ServerUnreachable:
 
 
 class SyncTransport:
-    """Sends ``Call``s over an ``httpx.Client``; thread-safe because httpx's pool is."""
+    """Sends ``Call``s over an ``httpx.Client``; thread-safe because httpx's pool is.
+    ``direct``: the transport every request of ``client`` reaches, to hand them to it
+    (``_wire``)."""
 
     def __init__(
         self,
         client: httpx.Client,
         policy: RetryPolicy | None = None,
         *,
+        direct: httpx.BaseTransport | None = None,
         sleep: Callable[[float], object] = time.sleep,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
+        self.client, self.direct = client, direct
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -286,7 +290,7 @@ class SyncTransport:
         retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
         while True:
             try:
-                response = self.client.send(self._requests.build(call))
+                response = exchange(self.client, self.direct, self._requests.build(call))
             except httpx.TransportError as exc:
                 delay = retrier.after_exception(exc)
                 if delay is None:
@@ -318,11 +322,12 @@ class AsyncTransport:
         client: httpx.AsyncClient,
         policy: RetryPolicy | None = None,
         *,
+        direct: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Any] = _async_sleep,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
+        self.client, self.direct = client, direct
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -333,7 +338,9 @@ class AsyncTransport:
         retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
         while True:
             try:
-                response = await self.client.send(self._requests.build(call))
+                response = await async_exchange(
+                    self.client, self.direct, self._requests.build(call)
+                )
             except httpx.TransportError as exc:
                 delay = retrier.after_exception(exc)
                 if delay is None:

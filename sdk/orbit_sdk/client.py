@@ -23,6 +23,7 @@ from ._bulk import AsyncBulkMethods, BulkMethods
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
 from ._transport import AsyncTransport, ResponseCookieJar, RetryPolicy, SyncTransport
 from ._version import __version__
+from ._wire import async_http, sync_http
 from .errors import TimeoutExpired
 from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
 from .results import AsyncResultsMethods, ResultsMethods
@@ -74,14 +75,14 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.server = resolve_server(server)
-        http = httpx.Client(
-            base_url=self.server,
-            headers=default_headers(resolve_token(token)),
-            timeout=timeout,
-            transport=transport,
-            cookies=ResponseCookieJar(),
+        http, direct = sync_http(
+            self.server,
+            default_headers(resolve_token(token)),
+            timeout,
+            transport,
+            ResponseCookieJar(),
         )
-        self._transport = SyncTransport(http, retry)
+        self._transport = SyncTransport(http, retry, direct=direct)
 
     def __repr__(self) -> str:  # never the token
         return f"Client({self.server!r})"
@@ -270,14 +271,14 @@ class AsyncClient(
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.server = resolve_server(server)
-        http = httpx.AsyncClient(
-            base_url=self.server,
-            headers=default_headers(resolve_token(token)),
-            timeout=timeout,
-            transport=transport,
-            cookies=ResponseCookieJar(),
+        http, direct = async_http(
+            self.server,
+            default_headers(resolve_token(token)),
+            timeout,
+            transport,
+            ResponseCookieJar(),
         )
-        self._transport = AsyncTransport(http, retry)
+        self._transport = AsyncTransport(http, retry, direct=direct)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.server!r})"

@@ -39,6 +39,7 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from ._transport import Call, ResponseCookieJar, RetryPolicy, SyncTransport
+from ._wire import sync_http
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
 from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
@@ -118,15 +119,15 @@ class Worker:
             ttl = max(ttl, int(heartbeat_interval * 3) + 1)
         self.session_ttl_seconds = min(ttl, 3600)
         self.batch_linger = batch_linger
-        http = httpx.Client(
-            base_url=self.server,
-            headers=default_headers(resolve_token(token)),
-            timeout=timeout,
-            transport=transport,
+        http, direct = sync_http(
+            self.server,
+            default_headers(resolve_token(token)),
+            timeout,
+            transport,
+            ResponseCookieJar(),
             # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long
             # poll and a heartbeat are open
             limits=httpx.Limits(max_connections=2 * concurrency + 8),
-            cookies=ResponseCookieJar(),
         )
         self._handlers: dict[str, RegisteredHandler] = {}
         self._ask = LeaseAsk(
@@ -137,7 +138,7 @@ class Worker:
         self._abandon = threading.Event()  # drain_timeout passed: stop retrying reports
         # Transport retry sleeps end early once we give up on the drain, so no thread lingers
         # in a backoff after run() returned.
-        self._transport = SyncTransport(http, retry, sleep=self._abandon.wait)
+        self._transport = SyncTransport(http, retry, sleep=self._abandon.wait, direct=direct)
         self._ready = threading.Event()
         self._signals = 0
         self._started = False
