@@ -4,12 +4,13 @@ earlier ones are in their transaction share the next one, and each is answered a
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.schema import namespaces, task_events
+from orbit_store.schema import namespaces, task_events, tasks
 
 from .conftest import Api
 
@@ -114,3 +115,51 @@ def test_the_number_of_submission_transactions_at_once_is_the_server_s_setting(
     count, total = _group_sizes(api)
     assert (count - before[0], total - before[1]) == (3, 6)
     assert len({a["id"] for a in answers}) == 6
+
+
+def _tasks_committed_within(api: Api, expected: int, seconds: float) -> int:
+    """Blocking (whoever calls it holds its thread): the namespace's task count once it reaches
+    ``expected``, or after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with api.engine.connect() as conn:
+            count = conn.execute(
+                sa.select(sa.func.count()).where(tasks.c.namespace == api.namespace)
+            ).scalar_one()
+        if count >= expected or time.monotonic() > deadline:
+            return int(count)
+        time.sleep(0.02)
+
+
+def test_the_next_group_commits_without_a_turn_of_the_event_loop(api: Api) -> None:
+    """A transaction's thread takes the waiting group itself once its own is done: the queued
+    submissions are committed while the event loop is held from the moment the first group's
+    lock is released (before, the next group waited for the loop to start it)."""
+    api.submit()
+    groups = api.app.state.ctx.submit_groups
+    path = f"/v1/namespaces/{api.namespace}/tasks"
+
+    async def go() -> tuple[int, list[Any]]:
+        def post(n: int) -> Awaitable[Any]:
+            return asyncio.ensure_future(
+                api.call("POST", path, {"handler": "h", "params": {"n": n}})
+            )
+
+        with api.engine.connect() as blocker:
+            blocker.begin()
+            blocker.execute(
+                sa.select(namespaces.c.name)
+                .where(namespaces.c.name == api.namespace)
+                .with_for_update()
+            )
+            first = post(0)
+            await _until(lambda: groups.running == 1)
+            queued = [post(n) for n in range(1, 4)]
+            await _until(lambda: groups.waiting == 3)
+            blocker.commit()
+        committed = _tasks_committed_within(api, 5, seconds=3.0)  # the loop is held meanwhile
+        return committed, list(await asyncio.gather(first, *queued))
+
+    committed, answers = asyncio.run(go())
+    assert committed == 5, "the queued group committed while the event loop was held"
+    assert [a["params"]["n"] for a in answers] == [0, 1, 2, 3]
