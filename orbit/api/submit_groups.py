@@ -10,10 +10,10 @@ one: one commit, one key lookup and multi-row INSERTs instead of a transaction e
 database's group commit shares one fsync.
 
 A transaction's thread does not hand back between groups: when its group is answered it takes the
-next waiting group itself, and only when none is waiting does it end. Under a steady stream of
-submissions the transactions so follow each other without a trip through the event loop and the
-thread pool each (about a fifth of a group's cycle, docs/performance.md); the answers go back to
-the event loop once per group.
+next waiting group itself, and only when none is waiting does it return to its pool. Under a
+steady stream of submissions the transactions so follow each other without a trip through the
+event loop and a thread hand-off each (about a fifth of a group's cycle, docs/performance.md).
+Each request is answered on its own event loop, once per group and loop.
 
 Every request is answered as it would have been alone (``orbit_store.pulse.submit_group``).
 A request whose client has gone away is still submitted: like a lone submission whose answer
@@ -23,8 +23,10 @@ was lost, the client learns its fate by retrying under the same key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import sqlalchemy as sa
@@ -40,8 +42,8 @@ Group = tuple[str, list[Waiting]]
 
 
 class SubmitGroups:
-    """Per process (event loop): the submissions waiting for a group, by namespace, and the
-    threads running their transactions (at most ``in_flight``)."""
+    """Per process: the submissions waiting for a group, by namespace, and the threads running
+    their transactions (at most ``in_flight``, from a pool of their own)."""
 
     def __init__(
         self,
@@ -58,22 +60,21 @@ class SubmitGroups:
         self._waiting: dict[str, list[Waiting]] = {}  # oldest namespace first
         self._threads = 0  # threads taking groups (each runs one transaction at a time)
         self._in_transaction = 0
-        self._started: set[asyncio.Task[None]] = set()
+        # Idle threads wait in the pool for the next burst; they end with the pool (when the
+        # app that made it is gone).
+        self._pool = ThreadPoolExecutor(in_flight, thread_name_prefix="orbit-submit-groups")
 
     async def submit(self, request: SubmitRequest) -> SubmitResult:
         """``request``'s result; raises the error its submission alone would have raised."""
         if not groupable(request):
             return await anyio.to_thread.run_sync(service.submit, self.engine, request)
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[SubmitResult] = loop.create_future()
+        answer: asyncio.Future[SubmitResult] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._waiting.setdefault(request.namespace, []).append((request, answer))
             start = self._threads < self.in_flight
             self._threads += start
         if start:
-            task = loop.create_task(self._thread(loop))
-            self._started.add(task)
-            task.add_done_callback(self._started.discard)
+            self._pool.submit(self._run_groups)
         return await answer
 
     @property
@@ -87,22 +88,8 @@ class SubmitGroups:
         """Groups in their transaction."""
         return self._in_transaction
 
-    async def _thread(self, loop: asyncio.AbstractEventLoop) -> None:
-        began = threading.Event()
-
-        def run() -> None:
-            began.set()
-            self._run_groups(loop)
-
-        try:
-            await anyio.to_thread.run_sync(run)
-        except BaseException:  # cancelled (the server is stopping)
-            if not began.is_set():  # before the thread began: it never counted itself out
-                self._count_out()
-            raise
-
-    def _run_groups(self, loop: asyncio.AbstractEventLoop) -> None:
-        """In a thread: one group's transaction after the other while groups wait."""
+    def _run_groups(self) -> None:
+        """In a pool thread: one group's transaction after the other while groups wait."""
         counted_out = False
         try:
             while (taken := self._take()) is not None:
@@ -117,14 +104,12 @@ class SubmitGroups:
                 finally:
                     with self._lock:
                         self._in_transaction -= 1
-                try:
-                    loop.call_soon_threadsafe(_settle, group, answers)
-                except RuntimeError:  # the event loop is closed: nobody waits for an answer
-                    return
+                _answer(group, answers)
             counted_out = True  # by _take, under the lock
         finally:
             if not counted_out:
-                self._count_out()
+                with self._lock:
+                    self._threads -= 1
 
     def _take(self) -> Group | None:
         """The next group (oldest namespace first, at most ``SUB_BATCH`` requests), or None:
@@ -142,15 +127,22 @@ class SubmitGroups:
             self._in_transaction += 1
             return namespace, group
 
-    def _count_out(self) -> None:
-        """A thread that stopped before its groups ran out (the server is stopping)."""
-        with self._lock:
-            self._threads -= 1
 
-
-def _settle(group: list[Waiting], answers: list[Answer]) -> None:
-    """On the event loop: each request's answer (one whose client went away is skipped)."""
+def _answer(group: list[Waiting], answers: list[Answer]) -> None:
+    """From the group's thread: each request's answer, handed to the event loop it waits on."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[SubmitResult], Answer]]]
+    by_loop = {}
     for (_, future), answer in zip(group, answers, strict=True):
+        by_loop.setdefault(future.get_loop(), []).append((future, answer))
+    for loop, pairs in by_loop.items():
+        # A closed event loop refuses (RuntimeError): nobody waits there for these answers.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, pairs)
+
+
+def _settle(pairs: list[tuple[asyncio.Future[SubmitResult], Answer]]) -> None:
+    """On the event loop: each answer (a request whose client went away is skipped)."""
+    for future, answer in pairs:
         if future.done():  # its request was cancelled (client gone)
             continue
         if isinstance(answer, Exception):

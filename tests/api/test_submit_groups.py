@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.pulse.model import SubmitResult
+from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import namespaces, task_events, tasks
 
 from .conftest import Api
@@ -163,3 +166,40 @@ def test_the_next_group_commits_without_a_turn_of_the_event_loop(api: Api) -> No
     committed, answers = asyncio.run(go())
     assert committed == 5, "the queued group committed while the event loop was held"
     assert [a["params"]["n"] for a in answers] == [0, 1, 2, 3]
+
+
+def _poll(condition: Callable[[], bool]) -> None:
+    """Blocking ``_until``, for a test thread that runs no event loop."""
+    for _ in range(500):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached in 5 s")
+
+
+def test_a_group_answers_each_submission_on_the_event_loop_it_waits_on(api: Api) -> None:
+    """Submissions of two event loops in one process (an app outliving a loop, as tests do):
+    the second waits for the group after the first's, and is answered on its own loop although
+    the first's loop is gone by then."""
+    api.submit()
+    groups = api.app.state.ctx.submit_groups
+
+    def submitted(n: int) -> SubmitResult:
+        """On an event loop of its own; a lost answer fails in 10 s rather than hang."""
+        request = SubmitRequest(
+            namespace=api.namespace, queue="default", handler="h", params={"n": n}
+        )
+        return asyncio.run(asyncio.wait_for(groups.submit(request), 10))
+
+    with api.engine.connect() as blocker, ThreadPoolExecutor(2) as loops:
+        blocker.begin()
+        blocker.execute(
+            sa.select(namespaces.c.name).where(namespaces.c.name == api.namespace).with_for_update()
+        )
+        first = loops.submit(submitted, 1)
+        _poll(lambda: groups.running == 1)
+        second = loops.submit(submitted, 2)
+        _poll(lambda: groups.waiting == 1)
+        blocker.commit()
+        answers = [first.result(), second.result()]
+    assert len({answer.task_id for answer in answers}) == 2
