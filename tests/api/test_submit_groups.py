@@ -29,6 +29,15 @@ def _group_sizes(api: Api) -> tuple[float, float]:
     return count, total
 
 
+def _lock_namespace(blocker: sa.Connection, namespace: str) -> None:
+    """Begin a transaction on ``blocker`` holding the namespace row: submission transactions of
+    that namespace wait on it (``lock_submission_scope``) until ``blocker`` commits."""
+    blocker.begin()
+    blocker.execute(
+        sa.select(namespaces.c.name).where(namespaces.c.name == namespace).with_for_update()
+    )
+
+
 async def _with_namespace_locked(
     api: Api, first: list[dict[str, Any]], queued: list[dict[str, Any]]
 ) -> list[Any]:
@@ -43,10 +52,7 @@ async def _with_namespace_locked(
         return asyncio.ensure_future(api.call("POST", path, body, expect=expect))
 
     with api.engine.connect() as blocker:
-        blocker.begin()
-        blocker.execute(
-            sa.select(namespaces.c.name).where(namespaces.c.name == api.namespace).with_for_update()
-        )
+        _lock_namespace(blocker, api.namespace)
         running = [post(body) for body in first]
         await _until(lambda: groups.running == len(first))
         waiting = [post(body) for body in queued]
@@ -149,12 +155,7 @@ def test_the_next_group_commits_without_a_turn_of_the_event_loop(api: Api) -> No
             )
 
         with api.engine.connect() as blocker:
-            blocker.begin()
-            blocker.execute(
-                sa.select(namespaces.c.name)
-                .where(namespaces.c.name == api.namespace)
-                .with_for_update()
-            )
+            _lock_namespace(blocker, api.namespace)
             first = post(0)
             await _until(lambda: groups.running == 1)
             queued = [post(n) for n in range(1, 4)]
@@ -192,10 +193,7 @@ def test_a_group_answers_each_submission_on_the_event_loop_it_waits_on(api: Api)
         return asyncio.run(asyncio.wait_for(groups.submit(request), 10))
 
     with api.engine.connect() as blocker, ThreadPoolExecutor(2) as loops:
-        blocker.begin()
-        blocker.execute(
-            sa.select(namespaces.c.name).where(namespaces.c.name == api.namespace).with_for_update()
-        )
+        _lock_namespace(blocker, api.namespace)
         first = loops.submit(submitted, 1)
         _poll(lambda: groups.running == 1)
         second = loops.submit(submitted, 2)
