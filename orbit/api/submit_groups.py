@@ -90,7 +90,6 @@ class SubmitGroups:
 
     def _run_groups(self) -> None:
         """In a pool thread: one group's transaction after the other while groups wait."""
-        counted_out = False
         try:
             while (taken := self._take()) is not None:
                 namespace, group = taken
@@ -105,11 +104,10 @@ class SubmitGroups:
                     with self._lock:
                         self._in_transaction -= 1
                 _answer(group, answers)
-            counted_out = True  # by _take, under the lock
-        finally:
-            if not counted_out:
-                with self._lock:
-                    self._threads -= 1
+        except BaseException:  # leaving early: _take, which counts a thread out, did not
+            with self._lock:
+                self._threads -= 1
+            raise
 
     def _take(self) -> Group | None:
         """The next group (oldest namespace first, at most ``SUB_BATCH`` requests), or None:

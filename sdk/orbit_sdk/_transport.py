@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import http.cookiejar
 import json
 import logging
 import random
@@ -195,27 +194,12 @@ def _try_timeout(call: Call, client: httpx.Timeout) -> httpx.Timeout:
     return httpx.Timeout(call.budget if usual is None else min(usual, call.budget))
 
 
-class ResponseCookieJar(http.cookiejar.CookieJar):
-    """The clients' cookie jar: httpx hands it every response, and the standard jar rebuilds
-    the response's headers as an e-mail message to look for cookies in them (25 of the ~60 µs
-    httpx spends on cookies per response, ~2% of a submission's CPU in the SDK;
-    docs/performance.md). A response without ``Set-Cookie`` has none to give, so it is skipped;
-    one with it (an ingress's affinity cookie) is read as before. Handed anything other than
-    httpx's usual response wrapper, the jar reads it as the standard one would."""
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        headers = getattr(getattr(response, "response", None), "headers", None)
-        if isinstance(headers, httpx.Headers) and "set-cookie" not in headers:
-            return
-        super().extract_cookies(response, request)
-
-
 class _Requests:
-    """Builds a call's ``httpx.Request`` for ``client.send`` at about two thirds of the CPU of
+    """Builds a call's ``httpx.Request`` for sending at about two thirds of the CPU of
     ``client.request`` (docs/performance.md): the absolute URL of each path is resolved once by
     the client itself (``build_request``: its base URL and its encoding) and kept, instead of
     parsed and merged again per request. The client's headers and timeout are read per request;
-    ``send`` keeps what the client adds (its proxies, hooks and cookie jar). A call with query
+    ``_wire.exchange`` sends it as the client would (its proxies, its cookie jar). A call with query
     parameters, or a client holding cookies (say, an ingress's affinity cookie), is built by
     ``build_request`` as before."""
 

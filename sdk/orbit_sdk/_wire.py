@@ -2,7 +2,7 @@
 
 ``httpx.Client.send`` wraps every exchange in layers the SDK does not use: an authentication
 flow, redirect handling, event hooks, a timer and a log line per request. For a submission that
-was about a quarter of the SDK's CPU per call (docs/performance.md, issue 9). When the SDK knows
+was about a sixth of the SDK's CPU per call (docs/performance.md, issue 9). When the SDK knows
 the one transport that would carry every request of the client, ``SyncTransport`` and
 ``AsyncTransport`` hand each request to it themselves (``handle_request``, httpx's public
 extension point) and keep the part of ``send`` the SDK relies on: a closed client refuses to
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import urllib.request
+from typing import Any
 
 import httpx
 
@@ -26,6 +27,21 @@ import httpx
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 #: Environment proxy schemes httpx honours (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
 _PROXY_SCHEMES = ("http", "https", "all")
+
+
+class ResponseCookieJar(http.cookiejar.CookieJar):
+    """The clients' cookie jar: httpx hands it every response, and the standard jar rebuilds
+    the response's headers as an e-mail message to look for cookies in them (25 of the ~60 µs
+    httpx spends on cookies per response, ~2% of a submission's CPU in the SDK;
+    docs/performance.md). A response without ``Set-Cookie`` has none to give, so it is skipped;
+    one with it (an ingress's affinity cookie) is read as before. Handed anything other than
+    httpx's usual response wrapper, the jar reads it as the standard one would."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        headers = getattr(getattr(response, "response", None), "headers", None)
+        if isinstance(headers, httpx.Headers) and "set-cookie" not in headers:
+            return
+        super().extract_cookies(response, request)
 
 
 def _env_proxies() -> bool:
@@ -43,7 +59,6 @@ def sync_http(
     headers: dict[str, str],
     timeout: float,
     transport: httpx.BaseTransport | None,
-    cookies: http.cookiejar.CookieJar,
     limits: httpx.Limits = DEFAULT_LIMITS,
 ) -> tuple[httpx.Client, httpx.BaseTransport | None]:
     """The client, and the transport every one of its requests would reach (None: ``send``)."""
@@ -55,7 +70,7 @@ def sync_http(
         headers=headers,
         timeout=timeout,
         transport=direct,
-        cookies=cookies,
+        cookies=ResponseCookieJar(),
         limits=limits,
     )
     return client, direct if _direct_possible(server) else None
@@ -66,14 +81,17 @@ def async_http(
     headers: dict[str, str],
     timeout: float,
     transport: httpx.AsyncBaseTransport | None,
-    cookies: http.cookiejar.CookieJar,
 ) -> tuple[httpx.AsyncClient, httpx.AsyncBaseTransport | None]:
     """``sync_http``'s twin for ``httpx.AsyncClient``."""
     direct = transport
     if direct is None and not _env_proxies():
         direct = httpx.AsyncHTTPTransport()
     client = httpx.AsyncClient(
-        base_url=server, headers=headers, timeout=timeout, transport=direct, cookies=cookies
+        base_url=server,
+        headers=headers,
+        timeout=timeout,
+        transport=direct,
+        cookies=ResponseCookieJar(),
     )
     return client, direct if _direct_possible(server) else None
 

@@ -21,7 +21,7 @@ import httpx
 from . import _calls
 from ._bulk import AsyncBulkMethods, BulkMethods
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
-from ._transport import AsyncTransport, ResponseCookieJar, RetryPolicy, SyncTransport
+from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
 from ._wire import async_http, sync_http
 from .errors import TimeoutExpired
@@ -80,7 +80,6 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
             default_headers(resolve_token(token)),
             timeout,
             transport,
-            ResponseCookieJar(),
         )
         self._transport = SyncTransport(http, retry, direct=direct)
 
@@ -276,7 +275,6 @@ class AsyncClient(
             default_headers(resolve_token(token)),
             timeout,
             transport,
-            ResponseCookieJar(),
         )
         self._transport = AsyncTransport(http, retry, direct=direct)
 

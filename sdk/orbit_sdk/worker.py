@@ -38,7 +38,7 @@ from ._lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
-from ._transport import Call, ResponseCookieJar, RetryPolicy, SyncTransport
+from ._transport import Call, RetryPolicy, SyncTransport
 from ._wire import sync_http
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
@@ -124,7 +124,6 @@ class Worker:
             default_headers(resolve_token(token)),
             timeout,
             transport,
-            ResponseCookieJar(),
             # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long
             # poll and a heartbeat are open
             limits=httpx.Limits(max_connections=2 * concurrency + 8),

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from orbit_sdk import AsyncClient, Client
-from orbit_sdk._transport import AsyncTransport, Call, ResponseCookieJar, SyncTransport, _Requests
+from orbit_sdk._transport import AsyncTransport, Call, SyncTransport, _Requests
+from orbit_sdk._wire import ResponseCookieJar
 
 Sent = list[httpx.Request]
 
