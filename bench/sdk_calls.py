@@ -2,10 +2,12 @@
 that answers every request with a submitted task's JSON at once, so the figure is the client's
 alone (building the request, httpx, the socket, reading the answer, the ``Task`` model).
 
-Two ways of sending are alternated in one process against one server: ``direct`` (the SDK hands
-each request to its transport, ``orbit_sdk._wire``) and ``send`` (through ``httpx.Client.send``,
-as the SDK did before, and still does under environment proxies), plus plain ``httpx.Client.post``
-for reference. Prints CPU µs per call (user + system) per round and the medians.
+Three ways of sending are alternated in one process against one server: ``direct`` (the SDK's
+default: each request handed to its own transport, ``orbit_sdk._http11``), ``httpx transport``
+(handed to ``httpx.HTTPTransport``, the SDK's default before, and what a client given
+``transport=httpx.HTTPTransport()`` does) and ``send`` (through ``httpx.Client.send``, as under
+environment proxies), plus plain ``httpx.Client.post`` for reference. Prints CPU µs per call
+(user + system) per round and the medians.
 Usage: ``.venv/bin/python bench/sdk_calls.py [--calls 2000] [--rounds 5]``.
 """
 
@@ -101,8 +103,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with answering_server() as base:
-        direct = Client(base, token="t")
-        through_send = Client(base, token="t")
+        direct = Client(base, token="t")  # the SDK's own transport (orbit_sdk._http11)
+        httpx_direct = Client(base, token="t", transport=httpx.HTTPTransport())
+        through_send = Client(base, token="t", transport=httpx.HTTPTransport())
         through_send._transport.direct = None  # what every call did before _wire
         plain = httpx.Client(base_url=base, headers={"authorization": "Bearer t"})
 
@@ -111,6 +114,7 @@ def main() -> None:
 
         ways: dict[str, Callable[[int], object]] = {
             "direct": submit(direct),
+            "httpx transport": submit(httpx_direct),
             "send": submit(through_send),
             "httpx post": lambda i: plain.post("/v1/namespaces/bench/tasks", json={"i": i}).json(),
         }
@@ -128,7 +132,7 @@ def main() -> None:
             print("  ".join(f"{name} {per[name][-1]:5.0f} µs" for name in ways), flush=True)
         print("median CPU per call:", end="")
         print("  ".join(f" {name} {statistics.median(v):.0f} µs" for name, v in per.items()))
-        for client in (direct, through_send):
+        for client in (direct, httpx_direct, through_send):
             client.close()
         plain.close()
 

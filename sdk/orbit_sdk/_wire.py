@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from ._http11 import Http11Transport
+
 #: httpx's own default pool limits (``httpx.Client``'s, which it does not export).
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 #: Environment proxy schemes httpx honours (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
@@ -64,7 +66,7 @@ def sync_http(
     """The client, and the transport every one of its requests would reach (None: ``send``)."""
     direct = transport
     if direct is None and not _env_proxies():
-        direct = httpx.HTTPTransport(limits=limits)
+        direct = Http11Transport(limits=limits)
     client = httpx.Client(
         base_url=server,
         headers=headers,

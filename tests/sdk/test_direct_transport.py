@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from orbit_sdk import AsyncClient, Client, Worker
+from orbit_sdk._http11 import Http11Transport
 from orbit_sdk._transport import Call
 
 from .test_request_building import Sent, affinity_after, recorder
@@ -72,9 +73,9 @@ def test_a_worker_without_a_transport_of_its_own_makes_one_with_its_pool_limits(
     worker = Worker("http://o.test", namespace="shop", concurrency=3)
     direct = worker._transport.direct
     worker._transport.close()
-    assert isinstance(direct, httpx.HTTPTransport)
-    # httpcore keeps the limit privately; a worker needs 2x concurrency + 8 connections
-    assert direct._pool._max_connections == 2 * 3 + 8
+    assert isinstance(direct, Http11Transport)
+    # a worker needs 2x concurrency + 8 connections
+    assert direct.max_connections == 2 * 3 + 8
 
 
 @pytest.mark.usefixtures("send_refused")
