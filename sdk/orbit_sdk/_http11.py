@@ -209,35 +209,47 @@ class Http11Transport(httpx.BaseTransport):
         """Send ``request``, read its whole answer: status, reason, headers, body, and whether
         the connection may carry another request."""
         message = _serialize(request)
+        unsent: OSError | None = None
         try:
             sock.settimeout(timeouts.get("write"))
             sock.sendall(message)
         except TimeoutError as exc:
             raise httpx.WriteTimeout(str(exc) or "write timed out", request=request) from exc
         except OSError as exc:
-            raise httpx.WriteError(str(exc), request=request) from exc
-        response = http.client.HTTPResponse(sock, method=request.method)
+            # The server may have answered before reading the whole body (a 413) and closed:
+            # that answer is read, as httpcore reads it; without one, the write failed.
+            unsent = exc
         try:
-            sock.settimeout(timeouts.get("read"))
-            try:
-                response.begin()
-                body = response.read()
-            finally:
-                response.close()  # its file object; the socket stays ours
-        except TimeoutError as exc:
-            raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
-        except http.client.HTTPException as exc:  # cut or malformed answer (RemoteDisconnected…)
-            raise httpx.RemoteProtocolError(
-                str(exc) or type(exc).__name__, request=request
-            ) from exc
-        except OSError as exc:
-            raise httpx.ReadError(str(exc), request=request) from exc
-        headers = [
-            (name.encode("latin-1"), value.encode("latin-1"))
-            for name, value in response.msg.items()
-        ]
-        reason = response.reason.encode("latin-1", "replace")
-        return response.status, reason, headers, body, not response.will_close
+            status, reason, headers, body, reusable = _read_answer(sock, request, timeouts)
+        except httpx.TransportError:
+            if unsent is not None:
+                raise httpx.WriteError(str(unsent), request=request) from unsent
+            raise
+        return status, reason, headers, body, reusable and unsent is None
+
+
+def _read_answer(
+    sock: socket.socket, request: httpx.Request, timeouts: dict[str, Any]
+) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes, bool]:
+    response = http.client.HTTPResponse(sock, method=request.method)
+    try:
+        sock.settimeout(timeouts.get("read"))
+        try:
+            response.begin()
+            body = response.read()
+        finally:
+            response.close()  # its file object; the socket stays ours
+    except TimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
+    except http.client.HTTPException as exc:  # cut or malformed answer (RemoteDisconnected…)
+        raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
+    except OSError as exc:
+        raise httpx.ReadError(str(exc), request=request) from exc
+    headers = [
+        (name.encode("latin-1"), value.encode("latin-1")) for name, value in response.msg.items()
+    ]
+    reason = response.reason.encode("latin-1", "replace")
+    return response.status, reason, headers, body, not response.will_close
 
 
 def _serialize(request: httpx.Request) -> bytes:

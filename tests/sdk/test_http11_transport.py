@@ -231,6 +231,34 @@ def test_a_connection_closed_before_any_answer_is_a_remote_protocol_error(
         get(transport, server.url)
 
 
+def test_an_answer_sent_before_the_body_was_read_is_returned(
+    serve: Callable[..., ScriptedServer],
+) -> None:
+    # A server that refuses a large body answers 413 from its head alone and closes; the client
+    # is then still sending (broken pipe / reset) and must see the 413, as with httpcore.
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def refuse_the_body() -> None:
+        conn, _ = listener.accept()
+        reader = conn.makefile("rb")
+        while reader.readline() not in (b"\r\n", b""):
+            pass
+        conn.sendall(
+            answer(b'{"title": "too large"}', "413 Content Too Large", "connection: close")
+        )
+        conn.shutdown(socket.SHUT_WR)
+        time.sleep(0.3)  # unread body in the buffer: the close resets the connection
+        conn.close()
+        listener.close()
+
+    threading.Thread(target=refuse_the_body, daemon=True).start()
+    request = httpx.Request("POST", f"http://127.0.0.1:{port}/", content=b"x" * 16_000_000)
+    response = Http11Transport().handle_request(request)
+    assert response.status_code == 413
+    assert response.read() == b'{"title": "too large"}'
+
+
 def test_no_free_connection_in_time_is_a_pool_timeout(serve: Callable[..., ScriptedServer]) -> None:
     holding = threading.Event()
 
