@@ -39,6 +39,8 @@ from typing import Any
 import httpx
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: httpx's own default pool limits (``httpx.Client``'s, which it does not export).
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
 
 class _Connection:
@@ -73,7 +75,7 @@ class Http11Transport(httpx.BaseTransport):
 
     def __init__(
         self,
-        limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        limits: httpx.Limits = DEFAULT_LIMITS,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._limits = limits

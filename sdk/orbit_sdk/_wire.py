@@ -23,10 +23,8 @@ from typing import Any
 
 import httpx
 
-from ._http11 import Http11Transport
+from ._http11 import DEFAULT_LIMITS, Http11Transport
 
-#: httpx's own default pool limits (``httpx.Client``'s, which it does not export).
-DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 #: Environment proxy schemes httpx honours (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
 _PROXY_SCHEMES = ("http", "https", "all")
 
