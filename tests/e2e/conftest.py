@@ -98,9 +98,15 @@ def start_server(database_url: str, log: Path, *args: str, port: int | None = No
             stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(process, f"{url}/healthz", log)
-    return Server(url, database_url, process, log, secrets)
+    server = Server(f"http://127.0.0.1:{port}", database_url, process, log, secrets)
+    try:
+        wait_for_http(process, f"{server.url}/healthz", log)
+    except BaseException:
+        # A server that never answered must not outlive its test: left running (with its HTTP
+        # processes) it loaded the machine for every test after it (2026-12-04, a slow hour).
+        stop_server(server)
+        raise
+    return server
 
 
 def wait_for_http(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
