@@ -116,7 +116,7 @@ def serve() -> Iterator[Callable[..., ScriptedServer]]:
         server.close()
 
 
-def get(transport: Http11Transport, url: str, **timeouts: float) -> httpx.Response:
+def post(transport: Http11Transport, url: str, **timeouts: float) -> httpx.Response:
     request = httpx.Request("POST", url, json={"n": 1})
     if timeouts:
         request.extensions["timeout"] = httpx.Timeout(5.0, **timeouts).as_dict()
@@ -130,7 +130,7 @@ def test_one_connection_carries_every_request_of_a_caller(
 ) -> None:
     server = serve()
     transport = Http11Transport()
-    answers = [get(transport, server.url + "/v1/x?q=1") for _ in range(5)]
+    answers = [post(transport, server.url + "/v1/x?q=1") for _ in range(5)]
     transport.close()
     assert [(r.status_code, r.json()) for r in answers] == [(200, {"ok": True})] * 5
     assert server.connections == 1
@@ -146,9 +146,9 @@ def test_a_request_never_goes_on_a_connection_the_server_closed_while_idle(
     # next request must open a new connection, not fail on the dead one (a POST is not retried).
     server = serve(lambda request: (answer(), True))
     transport = Http11Transport()
-    first = get(transport, server.url)
+    first = post(transport, server.url)
     time.sleep(0.2)  # the FIN has arrived
-    second = get(transport, server.url)
+    second = post(transport, server.url)
     transport.close()
     assert (first.status_code, second.status_code) == (200, 200)
     assert server.connections == 2
@@ -158,8 +158,8 @@ def test_a_request_never_goes_on_a_connection_the_server_closed_while_idle(
 def test_an_answer_with_connection_close_is_not_kept(serve: Callable[..., ScriptedServer]) -> None:
     server = serve(lambda request: (answer(b"{}", "200 OK", "connection: close"), False))
     transport = Http11Transport()
-    get(transport, server.url)
-    get(transport, server.url)
+    post(transport, server.url)
+    post(transport, server.url)
     transport.close()
     assert server.connections == 2
 
@@ -169,9 +169,9 @@ def test_an_idle_connection_older_than_the_keepalive_expiry_is_replaced(
 ) -> None:
     server = serve()
     transport = Http11Transport(limits=httpx.Limits(keepalive_expiry=0.05))
-    get(transport, server.url)
+    post(transport, server.url)
     time.sleep(0.2)
-    get(transport, server.url)
+    post(transport, server.url)
     transport.close()
     assert server.connections == 2
 
@@ -183,7 +183,7 @@ def test_at_most_max_keepalive_connections_stay_idle(serve: Callable[..., Script
 
     def call() -> None:
         barrier.wait()
-        get(transport, server.url)
+        post(transport, server.url)
 
     threads = [threading.Thread(target=call) for _ in range(3)]
     for thread in threads:
@@ -192,7 +192,7 @@ def test_at_most_max_keepalive_connections_stay_idle(serve: Callable[..., Script
         thread.join()
     opened = server.connections
     for _ in range(3):
-        get(transport, server.url)
+        post(transport, server.url)
     transport.close()
     assert server.connections == opened  # the one kept carried the next three
 
@@ -202,14 +202,14 @@ def test_a_refused_connection_is_a_connect_error_nothing_was_sent() -> None:
         port = probe.getsockname()[1]
     transport = Http11Transport()
     with pytest.raises(httpx.ConnectError):
-        get(transport, f"http://127.0.0.1:{port}/")
+        post(transport, f"http://127.0.0.1:{port}/")
 
 
 def test_no_answer_in_time_is_a_read_timeout(serve: Callable[..., ScriptedServer]) -> None:
     server = serve(lambda request: (None, False))
     transport = Http11Transport()
     with pytest.raises(httpx.ReadTimeout):
-        get(transport, server.url, read=0.2)
+        post(transport, server.url, read=0.2)
 
 
 def test_an_answer_cut_short_is_a_remote_protocol_error(
@@ -219,7 +219,7 @@ def test_an_answer_cut_short_is_a_remote_protocol_error(
     server = serve(lambda request: (cut, True))
     transport = Http11Transport()
     with pytest.raises(httpx.RemoteProtocolError):
-        get(transport, server.url)
+        post(transport, server.url)
 
 
 def test_a_connection_closed_before_any_answer_is_a_remote_protocol_error(
@@ -228,12 +228,10 @@ def test_a_connection_closed_before_any_answer_is_a_remote_protocol_error(
     server = serve(lambda request: (b"", True))
     transport = Http11Transport()
     with pytest.raises(httpx.RemoteProtocolError):
-        get(transport, server.url)
+        post(transport, server.url)
 
 
-def test_an_answer_sent_before_the_body_was_read_is_returned(
-    serve: Callable[..., ScriptedServer],
-) -> None:
+def test_an_answer_sent_before_the_body_was_read_is_returned() -> None:
     # A server that refuses a large body answers 413 from its head alone and closes; the client
     # is then still sending (broken pipe / reset) and must see the 413, as with httpcore.
     listener = socket.create_server(("127.0.0.1", 0))
@@ -273,13 +271,13 @@ def test_no_free_connection_in_time_is_a_pool_timeout(serve: Callable[..., Scrip
 
     def held() -> None:
         with pytest.raises(httpx.ReadTimeout):
-            get(transport, server.url, read=1.0)
+            post(transport, server.url, read=1.0)
 
     first = threading.Thread(target=held)
     first.start()
     holding.wait(5)
     with pytest.raises(httpx.PoolTimeout):
-        get(transport, server.url, pool=0.1)
+        post(transport, server.url, pool=0.1)
     first.join()
 
 
@@ -291,8 +289,8 @@ def test_chunked_and_gzip_answers_are_decoded(serve: Callable[..., ScriptedServe
     )
     server = serve(lambda request: (chunked, False))
     transport = Http11Transport()
-    response = get(transport, server.url)
-    again = get(transport, server.url)
+    response = post(transport, server.url)
+    again = post(transport, server.url)
     transport.close()
     assert response.json() == again.json() == {"ok": "gzip"}
     assert server.connections == 1  # the chunked answer was read to its end
@@ -321,12 +319,12 @@ def test_https_with_a_trusted_certificate_and_refused_without(
     server_side.load_cert_chain(cert, key)
     server = serve(tls=server_side)
     trusting = Http11Transport(ssl_context=ssl.create_default_context(cafile=str(cert)))
-    assert get(trusting, server.url).json() == {"ok": True}
-    assert get(trusting, server.url).json() == {"ok": True}
+    assert post(trusting, server.url).json() == {"ok": True}
+    assert post(trusting, server.url).json() == {"ok": True}
     trusting.close()
     assert server.connections == 1
     with pytest.raises(httpx.ConnectError):  # httpx's default CAs do not know this one
-        get(Http11Transport(), server.url)
+        post(Http11Transport(), server.url)
 
 
 def test_the_client_submits_through_it_by_default(serve: Callable[..., ScriptedServer]) -> None:
