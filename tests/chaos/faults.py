@@ -49,6 +49,10 @@ RESOURCE = {
 #: draw that comes too soon strikes the part's cheap kind instead.
 SPACED = {"mariadb_crash": 20.0, "server_outage": 20.0}
 CHEAP = {"servers": "replica_kill_short", "database": "db_kill_connections"}
+#: Seconds past the hard stop a stream may go on to inject a kind it has not injected yet: on a
+#: starved machine each replica restart can take many seconds, and a run that never saw a kind
+#: (e.g. a whole-server outage) would not have tested it.
+FIRST_GRACE = 90.0
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,8 @@ class Injector:
 
     def run(self, until: float, min_faults: int, hard_stop: float) -> None:
         """Inject faults until ``until`` (monotonic) and at least ``min_faults`` were injected,
-        but never past ``hard_stop``. One stream per part of the system (servers, database,
+        but never past ``hard_stop`` (nor ``FIRST_GRACE`` past it while a kind has not been
+        injected yet). One stream per part of the system (servers, database,
         workers), each with its own seeded schedule: each injects every one of its kinds once
         first (so even a short run sees them all; a kind skipped because its target was not
         there is tried again later), then kinds drawn by weight, one fault at a
@@ -130,7 +135,9 @@ class Injector:
         while True:
             now = time.monotonic()
             enough = part != "workers" or sum(self.log.counts().values()) >= min_faults
-            if now >= hard_stop or (now >= until and not first and enough):
+            if now >= hard_stop + (FIRST_GRACE if first else 0.0) or (
+                now >= until and not first and enough
+            ):
                 return
             from_first = bool(first)
             kind = first.pop(0) if first else rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]

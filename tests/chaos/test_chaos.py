@@ -83,7 +83,8 @@ def test_orbit_keeps_its_invariants_under_seeded_faults(
         )
         print(f"chaos seed {seed} verdict ({'clean' if verdict.clean else 'VIOLATIONS'}):")
         print(verdict.summary())
-        if verdict.counts["faults_total"] < SHORT_MIN_FAULTS:
+        missing = set(WEIGHTS) - set(verdict.counts["faults"])
+        if verdict.counts["faults_total"] < SHORT_MIN_FAULTS or missing:
             print("decisions:", injector.decisions)
         if injector.errors:
             print("faults not applied:", injector.errors[:10])

@@ -47,7 +47,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate, timeout: float = 45.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+def wait_until(predicate, timeout: float = 90.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
     # Generous: a CI machine running two test processes beside a chaos run is several times
     # slower than a quiet one, and a poll returns as soon as its condition holds.
     deadline = time.monotonic() + timeout
@@ -123,7 +123,7 @@ def wait_for_http(process: subprocess.Popen[bytes], url: str, log: Path) -> None
     try:
         # Generous: a loaded 2-core machine can take tens of seconds to start several server
         # processes (each imports the whole app); a slow start is not what these tests judge.
-        wait_until(answers, timeout=90)
+        wait_until(answers, timeout=180)
     except AssertionError as exc:
         ends = log.read_text()[-3000:]
         raise AssertionError(f"{url} did not answer; the log ends: {ends}") from exc

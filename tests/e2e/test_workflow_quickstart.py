@@ -40,7 +40,7 @@ def test_workflow_quick_start_on_orbit_dev(tmp_path: Path) -> None:
         return done.stdout
 
     try:
-        wait_until(lambda: _ready(server, dev), timeout=30)
+        wait_until(lambda: _ready(server, dev), timeout=90)
         cli_env["ORBIT_TOKEN"] = (tmp_path / "dev-token").read_text().strip()
         manifest = "examples/manifests/workflowdefinition-order.yaml"
         assert orbit("workflow", "publish", "-f", manifest).startswith(

@@ -39,7 +39,7 @@ RETRY_SECONDS = "1"
 SERVER_URL = "http://orbit.test:8080"
 # A deadline generous enough for a loaded CI machine (two test processes beside a chaos run):
 # polls return as soon as the condition holds, so only a failure waits this long.
-WAIT_SECONDS = 45.0
+WAIT_SECONDS = 90.0
 OPERATOR_LOG_TAIL = 80
 OPERATOR_LOGGERS = ("kopf", "orbit_operator", "orbit")
 

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
+from orbit.engines import gauges
 from orbit.engines.gauges import GaugeCache, GaugesUnavailable, backlog_gauges, gauge
 from orbit.metrics import Metrics
 from orbit_store.pulse.backlog import read_backlog
@@ -118,12 +119,36 @@ def test_the_cache_shows_a_change_after_the_next_refresh(
     assert scrape(cache)[key] == 1
 
 
-def test_nothing_is_served_before_the_first_refresh_or_once_it_is_stale(engine: sa.Engine) -> None:
+class Clock:
+    """The gauge cache's monotonic clock, moved by the test: staleness is decided on it alone,
+    so a starved machine's scheduling delays cannot age a snapshot the test just took."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return time.time()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(gauges, "time", clock)
+    return clock
+
+
+def test_nothing_is_served_before_the_first_refresh_or_once_it_is_stale(
+    engine: sa.Engine, clock: Clock
+) -> None:
     cache = GaugeCache(engine, interval=0.01)
     assert scrape(cache) == {}
     cache.refresh()
+    clock.now += 0.02  # two intervals: still fresh
     assert any(name == "orbit_gauges_refreshed_timestamp_seconds" for name, _ in scrape(cache))
-    time.sleep(0.1)  # more than three intervals without a refresh
+    clock.now += 0.02  # four intervals without a refresh: stale
     assert scrape(cache) == {}
 
 
@@ -160,7 +185,7 @@ def test_a_pass_where_every_reader_fails_fails_as_a_whole(engine: sa.Engine) -> 
 
 
 def test_a_failing_readers_last_gauges_disappear_once_stale_while_the_others_stay(
-    engine: sa.Engine,
+    engine: sa.Engine, clock: Clock
 ) -> None:
     def failing_later(conn: sa.Connection) -> list[Metric]:
         if calls:
@@ -172,9 +197,8 @@ def test_a_failing_readers_last_gauges_disappear_once_stale_while_the_others_sta
     cache = GaugeCache(engine, interval=0.05, readers=[failing_later, backlog_gauges])
     cache.refresh()
     assert "orbit_test_gauge" in names(cache)
-    deadline = time.monotonic() + 0.2  # more than three intervals of refreshes
-    while time.monotonic() < deadline:
-        cache.refresh()
-        time.sleep(0.02)
+    for _ in range(4):  # more than three intervals of refreshes
+        clock.now += 0.05
+        assert cache.refresh() == 1
     assert "orbit_test_gauge" not in names(cache), "its snapshot went stale"
     assert "orbit_worker_sessions" in names(cache), "the healthy reader's gauges stay"
