@@ -30,6 +30,7 @@ from orbit_store import replicas
 
 from . import (
     body_limit,
+    hot_routes,
     limits,
     problems,
     request_ids,
@@ -185,10 +186,8 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         lifespan=lifespan,
         **_no_framework_telemetry(),
     )
-    app.add_middleware(
-        body_limit.BodyLimit, max_bytes=limits.body_limit(settings.max_payload_bytes)
-    )
-    app.add_middleware(request_ids.RequestIds)  # outermost: every answer carries the id
+    max_body_bytes = limits.body_limit(settings.max_payload_bytes)
+    app.add_middleware(body_limit.BodyLimit, max_bytes=max_body_bytes)
     app.state.ctx = ctx
     _declare_worker_protocol(app)
     app.state.engine = engine
@@ -212,6 +211,11 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     ):
         app.include_router(routes.router)
     app.router.routes[:] = [route for route in app.router.routes if route not in docs] + docs
+    # Built now, with the hot routes in front (hot_routes.py) and request ids outermost, so
+    # that every answer carries one, a 500 too. No middleware is added later.
+    app.middleware_stack = request_ids.RequestIds(
+        hot_routes.HotRoutes(app, app.build_middleware_stack(), max_body_bytes=max_body_bytes)
+    )
     return app
 
 
