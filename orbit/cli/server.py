@@ -126,10 +126,17 @@ def server(
     import uvicorn
 
     from orbit.api.app import create_app
+    from orbit.api.http_protocol import CoalescingHttpToolsProtocol
 
     engine = store_engine(database_url, warn_durability=True, pool_size=db_pool_size)
     config = uvicorn.Config(
-        create_app(engine, settings), host=host, port=port, log_config=None, access_log=False
+        create_app(engine, settings),
+        host=host,
+        port=port,
+        http=CoalescingHttpToolsProtocol,
+        ws="none",  # Orbit serves no WebSocket
+        log_config=None,
+        access_log=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
 
