@@ -6,13 +6,14 @@ import asyncio
 import functools
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
+from orbit.api import routes_workers
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
 from orbit_store.credentials import create_token
@@ -37,6 +38,49 @@ def http_scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any
         "client": ("test", 1),
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
     }
+
+
+Answer = tuple[int, dict[str, str], Any]
+
+
+def asgi_request(
+    asgi: Callable[..., Any],
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    method: str = "POST",
+    chunks: int = 1,
+    root_path: str = "",
+) -> Answer:
+    """One request to an ASGI app in process, its body in ``chunks`` messages: status, headers
+    and JSON document. An error raised after the answer was sent (Starlette's error layer
+    answers a 500, then raises to the server) is the server's to log, not the test's."""
+    scope = http_scope(method, path, headers)
+    scope["root_path"] = root_path
+    size = -(-len(body) // chunks) if body else 1
+    parts = [body[i : i + size] for i in range(0, len(body), size)] or [b""]
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": part, "more_body": i < len(parts) - 1}
+        for i, part in enumerate(parts)
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    try:
+        asyncio.run(asgi(scope, receive, send))
+    except Exception:
+        if not any(m["type"] == "http.response.start" for m in sent):
+            raise
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    head = {k.decode(): v.decode() for k, v in start["headers"]}
+    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], head, json.loads(data) if data else None
 
 
 class Api:
@@ -102,3 +146,13 @@ class Api:
 @pytest.fixture
 def api(mariadb_engine: sa.Engine) -> Iterator[Api]:
     yield Api(mariadb_engine)
+
+
+@pytest.fixture
+def broken_worker_routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker routes' transactions raise an unexpected error: a defect, answered with 500."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("an unexpected defect")
+
+    monkeypatch.setattr(routes_workers, "run_transaction", broken)

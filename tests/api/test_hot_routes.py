@@ -9,7 +9,6 @@ unexpected error's 500."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -20,15 +19,13 @@ import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
-from orbit.api import routes_workers
 from orbit.api.hot_routes import HOT, HotRoutes
 from orbit.api.limits import ENVELOPE_BYTES
 from orbit.api.request_ids import RequestIds
 
-from .conftest import Api, http_scope
+from .conftest import Answer, Api, asgi_request
 
 VARYING = {"id", "created_at", "updated_at", "available_at", "instance", "request_id"}
-Answer = tuple[int, dict[str, str], Any]
 
 
 @pytest.fixture
@@ -52,43 +49,6 @@ def full_stack(app: FastAPI) -> Callable[..., Any]:
     return call
 
 
-def send(
-    asgi: Callable[..., Any],
-    path: str,
-    body: bytes,
-    headers: dict[str, str],
-    *,
-    method: str = "POST",
-    chunks: int = 1,
-    root_path: str = "",
-) -> Answer:
-    scope = http_scope(method, path, headers)
-    scope["root_path"] = root_path
-    size = -(-len(body) // chunks) if body else 1
-    parts = [body[i : i + size] for i in range(0, len(body), size)] or [b""]
-    messages: list[dict[str, Any]] = [
-        {"type": "http.request", "body": part, "more_body": i < len(parts) - 1}
-        for i, part in enumerate(parts)
-    ]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-    async def send_(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    try:
-        asyncio.run(asgi(scope, receive, send_))
-    except RuntimeError as exc:  # an unexpected error is answered, then raised to the server
-        if "unexpected" not in str(exc):
-            raise
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    head = {k.decode(): v.decode() for k, v in start["headers"]}
-    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], head, json.loads(data) if data else None
-
-
 def comparable(answer: Answer) -> Answer:
     status, head, doc = answer
     head = {
@@ -110,8 +70,8 @@ def both(api: Api, path: str, body: bytes | Any, **options: Any) -> Answer:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = options.pop("headers", None)
     headers = authed(api) if headers is None else headers
-    hot = send(api.app, path, raw, headers, **options)
-    full = send(full_stack(api.app), path, raw, headers, **options)
+    hot = asgi_request(api.app, path, raw, headers, **options)
+    full = asgi_request(full_stack(api.app), path, raw, headers, **options)
     assert comparable(hot) == comparable(full)
     return hot
 
@@ -137,7 +97,7 @@ def test_lifecycle_requests_do_not_go_through_the_full_stack(
 
     monkeypatch.setattr(hot_layer(api.app), "full", refuse)
     session = json.dumps({"namespace": api.namespace, "worker_name": "w", "handlers": ["h"]})
-    submitted = send(api.app, tasks_path(api), b'{"handler": "h"}', authed(api))
+    submitted = asgi_request(api.app, tasks_path(api), b'{"handler": "h"}', authed(api))
     assert submitted[0] == 201
     for path, body in [
         (f"{tasks_path(api)}:batch", {"items": [{"handler": "h"}]}),
@@ -151,10 +111,10 @@ def test_lifecycle_requests_do_not_go_through_the_full_stack(
         ("/v1/attempts/a/start", {"token": "t"}),
         ("/v1/attempts/a/complete", {"token": "t", "outcome": "failed"}),
     ]:
-        status, _, _ = send(api.app, path, json.dumps(body).encode(), authed(api))
+        status, _, _ = asgi_request(api.app, path, json.dumps(body).encode(), authed(api))
         assert status < 500, path
     with pytest.raises(AssertionError, match="full stack"):
-        send(api.app, "/v1/worker-sessions", session.encode(), authed(api))
+        asgi_request(api.app, "/v1/worker-sessions", session.encode(), authed(api))
 
 
 def test_a_request_id_is_echoed_or_made_alike(api: Api) -> None:
@@ -218,13 +178,8 @@ def test_refused_batch_items_are_answered_alike(api: Api) -> None:
     assert status == 200 and doc["results"][0]["status"] == "refused"
 
 
-def test_an_unexpected_error_is_a_500_problem_alike(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("unexpected defect")
-
-    monkeypatch.setattr(routes_workers, "run_transaction", broken)
+@pytest.mark.usefixtures("broken_worker_routes")
+def test_an_unexpected_error_is_a_500_problem_alike(api: Api) -> None:
     status, head, doc = both(
         api, "/v1/attempts/heartbeat", {"items": [{"attempt_id": "a", "token": "t"}]}
     )
@@ -248,7 +203,7 @@ def test_other_requests_take_the_full_stack(
 
     monkeypatch.setattr(hot_layer(api.app), "full", spy)
     path = root_path + tasks_path(api) + suffix
-    send(
+    asgi_request(
         api.app,
         path,
         b"" if method == "GET" else b"{}",

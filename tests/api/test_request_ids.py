@@ -3,7 +3,6 @@ sent a sane one, else a new one, unique across requests and processes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -11,34 +10,14 @@ from typing import Any
 
 import pytest
 
-from orbit.api import request_ids, routes_workers
+from orbit.api import request_ids
 
-from .conftest import Api, http_scope
+from .conftest import Answer, Api, asgi_request
 
 
-def call(api: Api, path: str, body: Any, **headers: str) -> tuple[int, dict[str, str], Any]:
-    scope = http_scope(
-        "POST",
-        path,
-        {"authorization": f"Bearer {api.token}", "content-type": "application/json", **headers},
-    )
-    messages = [{"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    try:
-        asyncio.run(api.app(scope, receive, send))
-    except RuntimeError as exc:  # raised to the server once the 500 was answered
-        assert "defect" in str(exc)
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    head = {k.decode(): v.decode() for k, v in start["headers"]}
-    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], head, json.loads(data)
+def call(api: Api, path: str, body: Any, **headers: str) -> Answer:
+    authed = {"authorization": f"Bearer {api.token}", "content-type": "application/json"}
+    return asgi_request(api.app, path, json.dumps(body).encode(), {**authed, **headers})
 
 
 def test_each_request_without_an_id_gets_a_new_one(api: Api) -> None:
@@ -57,13 +36,8 @@ def test_a_sane_id_is_echoed_and_another_replaced(api: Api) -> None:
     assert replaced != "a b" and re.fullmatch(r"[0-9a-f]{32}", replaced)
 
 
-def test_an_unexpected_errors_500_carries_the_request_id(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("a defect")
-
-    monkeypatch.setattr(routes_workers, "run_transaction", broken)
+@pytest.mark.usefixtures("broken_worker_routes")
+def test_an_unexpected_errors_500_carries_the_request_id(api: Api) -> None:
     body = {"items": [{"attempt_id": "a", "token": "t"}]}
     status, head, doc = call(api, "/v1/attempts/heartbeat", body, **{"x-request-id": "r-500"})
     assert status == 500 and doc["request_id"] == "r-500"
