@@ -59,3 +59,10 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         # The request cycles and the protocol's own answers (400, 503) write through this;
         # FlowControl keeps the real transport it was given above.
         self.transport = _CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
+
+
+#: What ``orbit server`` passes to ``uvicorn.Config``, with one process or several.
+UVICORN_PROTOCOLS: dict[str, Any] = {
+    "http": CoalescingHttpToolsProtocol,
+    "ws": "none",  # Orbit serves no WebSocket
+}

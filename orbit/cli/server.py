@@ -126,15 +126,14 @@ def server(
     import uvicorn
 
     from orbit.api.app import create_app
-    from orbit.api.http_protocol import CoalescingHttpToolsProtocol
+    from orbit.api.http_protocol import UVICORN_PROTOCOLS
 
     engine = store_engine(database_url, warn_durability=True, pool_size=db_pool_size)
     config = uvicorn.Config(
         create_app(engine, settings),
         host=host,
         port=port,
-        http=CoalescingHttpToolsProtocol,
-        ws="none",  # Orbit serves no WebSocket
+        **UVICORN_PROTOCOLS,
         log_config=None,
         access_log=False,
     )

@@ -44,7 +44,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
 
     from orbit.api.app import engine_loops, record_serving
     from orbit.api.context import AppContext
-    from orbit.api.http_protocol import CoalescingHttpToolsProtocol
+    from orbit.api.http_protocol import UVICORN_PROTOCOLS
     from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
     from orbit.api.sibling_wakeups import SiblingWakeups
     from orbit.api.submit_groups import SubmitGroups
@@ -64,8 +64,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         workers=workers,
         host=settings.host,
         port=settings.port,
-        http=CoalescingHttpToolsProtocol,
-        ws="none",  # Orbit serves no WebSocket
+        **UVICORN_PROTOCOLS,
         log_config=None,
         access_log=False,
     )

@@ -43,6 +43,11 @@ def http_scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any
 Answer = tuple[int, dict[str, str], Any]
 
 
+def authed(api: Api, **more: str) -> dict[str, str]:
+    """JSON request headers with the test token of ``api``, and ``more``."""
+    return {"authorization": f"Bearer {api.token}", "content-type": "application/json", **more}
+
+
 def asgi_request(
     asgi: Callable[..., Any],
     path: str,

@@ -23,7 +23,7 @@ from orbit.api.hot_routes import HOT, HotRoutes
 from orbit.api.limits import ENVELOPE_BYTES
 from orbit.api.request_ids import RequestIds
 
-from .conftest import Answer, Api, asgi_request
+from .conftest import Answer, Api, asgi_request, authed
 
 VARYING = {"id", "created_at", "updated_at", "available_at", "instance", "request_id"}
 
@@ -74,10 +74,6 @@ def both(api: Api, path: str, body: bytes | Any, **options: Any) -> Answer:
     full = asgi_request(full_stack(api.app), path, raw, headers, **options)
     assert comparable(hot) == comparable(full)
     return hot
-
-
-def authed(api: Api, **more: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {api.token}", "content-type": "application/json", **more}
 
 
 def tasks_path(api: Api) -> str:

@@ -8,7 +8,6 @@ errors — and the answers in between."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -22,7 +21,7 @@ from orbit.api.lean_routes import LeanRoute
 from orbit.api.limits import ENVELOPE_BYTES
 from orbit.api.routes_tasks import submit
 
-from .conftest import Api, http_scope
+from .conftest import Api, asgi_request, authed
 
 LEAN = "/v1/namespaces/{ns}/tasks"
 PLAIN = "/plain/v1/namespaces/{ns}/tasks"
@@ -45,26 +44,6 @@ def twins(mariadb_engine: sa.Engine) -> Api:
     return api
 
 
-def send(
-    app: FastAPI, path: str, body: bytes, headers: dict[str, str]
-) -> tuple[int, dict[str, str], Any]:
-    scope = http_scope("POST", path, headers)
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-    async def send_(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send_))
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    head = {k.decode(): v.decode() for k, v in start["headers"]}
-    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], head, json.loads(data) if data else None
-
-
 def comparable(answer: tuple[int, dict[str, str], Any]) -> tuple[int, dict[str, str], Any]:
     status, head, doc = answer
     head = {
@@ -81,14 +60,10 @@ def both(
     """The lean route's answer, after checking that the plain route gave the same."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     ns = ns or api.namespace
-    lean = send(api.app, LEAN.format(ns=ns), raw, headers)
-    plain = send(api.app, PLAIN.format(ns=ns), raw, headers)
+    lean = asgi_request(api.app, LEAN.format(ns=ns), raw, headers)
+    plain = asgi_request(api.app, PLAIN.format(ns=ns), raw, headers)
     assert comparable(lean) == comparable(plain)
     return lean
-
-
-def authed(api: Api, **more: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {api.token}", "content-type": "application/json", **more}
 
 
 def key() -> str:
@@ -104,7 +79,7 @@ def test_a_new_submission_is_answered_alike(twins: Api) -> None:
 def test_a_replayed_submission_is_answered_alike(twins: Api) -> None:
     for path in (LEAN, PLAIN):
         body = json.dumps({"handler": "h", "idempotency_key": "same"}).encode()
-        send(twins.app, path.format(ns=twins.namespace), body, authed(twins))
+        asgi_request(twins.app, path.format(ns=twins.namespace), body, authed(twins))
     status, _, doc = both(twins, {"handler": "h", "idempotency_key": "same"}, **authed(twins))
     assert status == 200 and doc["replayed"] is True
 
@@ -112,7 +87,7 @@ def test_a_replayed_submission_is_answered_alike(twins: Api) -> None:
 def test_a_key_reused_for_another_request_is_a_conflict_alike(twins: Api) -> None:
     for path in (LEAN, PLAIN):
         body = json.dumps({"handler": "h", "idempotency_key": "k"}).encode()
-        send(twins.app, path.format(ns=twins.namespace), body, authed(twins))
+        asgi_request(twins.app, path.format(ns=twins.namespace), body, authed(twins))
     status, _, doc = both(twins, {"handler": "other", "idempotency_key": "k"}, **authed(twins))
     assert status == 409 and doc["type"].endswith("idempotency-conflict")
 

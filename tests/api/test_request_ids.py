@@ -12,12 +12,11 @@ import pytest
 
 from orbit.api import request_ids
 
-from .conftest import Answer, Api, asgi_request
+from .conftest import Answer, Api, asgi_request, authed
 
 
 def call(api: Api, path: str, body: Any, **headers: str) -> Answer:
-    authed = {"authorization": f"Bearer {api.token}", "content-type": "application/json"}
-    return asgi_request(api.app, path, json.dumps(body).encode(), {**authed, **headers})
+    return asgi_request(api.app, path, json.dumps(body).encode(), authed(api, **headers))
 
 
 def test_each_request_without_an_id_gets_a_new_one(api: Api) -> None:
