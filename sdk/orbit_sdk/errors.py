@@ -35,6 +35,11 @@ class OrbitError(Exception):
             text += " [" + "; ".join(f"{n}: {m}" for n, m in field_errors(problem)) + "]"
         super().__init__(text)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (multiprocessing, task queues) as what it was made from: Exception's default
+        # would call __init__ with the message alone and fail where it is unpickled.
+        return (_rebuild, (type(self), self.problem, self.client_side), self.__dict__)
+
     @property
     def status(self) -> int:
         return self.problem.status
@@ -54,6 +59,10 @@ class OrbitError(Exception):
             detail=detail,
         )
         return cls(problem, client_side=True)
+
+
+def _rebuild(cls: type[OrbitError], problem: Problem, client_side: bool) -> OrbitError:
+    return cls(problem, client_side=client_side)
 
 
 class Unauthorized(OrbitError):
