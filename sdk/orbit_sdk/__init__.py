@@ -1,5 +1,6 @@
 """Orbit's Python SDK: ``Client``/``AsyncClient`` to submit and watch tasks, ``Worker`` to run
-them. It speaks only HTTP (httpx + pydantic), so applications install it without the platform.
+them. It speaks only HTTP (httpx, httptools, pydantic), so applications install it without the
+platform.
 
     from orbit_sdk import Client, Worker
 

@@ -296,6 +296,66 @@ def test_chunked_and_gzip_answers_are_decoded(serve: Callable[..., ScriptedServe
     assert server.connections == 1  # the chunked answer was read to its end
 
 
+def test_an_interim_answer_is_skipped_for_the_final_one(
+    serve: Callable[..., ScriptedServer],
+) -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" + answer(b'{"ok": "final"}', "201 Created")
+    server = serve(lambda request: (interim, False))
+    transport = Http11Transport()
+    first, second = post(transport, server.url), post(transport, server.url)
+    assert (first.status_code, first.json()) == (201, {"ok": "final"})
+    assert (second.status_code, server.connections) == (201, 1)
+
+
+def test_a_connection_closed_after_an_interim_answer_is_a_remote_protocol_error(
+    serve: Callable[..., ScriptedServer],
+) -> None:
+    server = serve(lambda request: (b"HTTP/1.1 100 Continue\r\n\r\n", True))
+    with pytest.raises(httpx.RemoteProtocolError):
+        post(Http11Transport(), server.url)
+
+
+def test_an_answer_without_length_runs_to_the_close_and_its_connection_is_not_kept(
+    serve: Callable[..., ScriptedServer],
+) -> None:
+    to_the_close = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{"ok": "eof"}'
+    server = serve(lambda request: (to_the_close, True))
+    transport = Http11Transport()
+    assert post(transport, server.url).json() == {"ok": "eof"}
+    assert post(transport, server.url).json() == {"ok": "eof"}
+    assert server.connections == 2
+
+
+def test_an_answer_to_head_ends_with_its_headers(serve: Callable[..., ScriptedServer]) -> None:
+    server = serve(lambda request: (b"HTTP/1.1 200 OK\r\ncontent-length: 42\r\n\r\n", False))
+    transport = Http11Transport()
+    request = httpx.Request("HEAD", server.url)
+    request.extensions["timeout"] = httpx.Timeout(5.0).as_dict()
+    response = transport.handle_request(request)
+    assert (response.status_code, response.read(), response.headers["content-length"]) == (
+        200,
+        b"",
+        "42",
+    )
+
+
+def test_bytes_after_an_answer_keep_its_connection_from_reuse(
+    serve: Callable[..., ScriptedServer],
+) -> None:
+    server = serve(lambda request: (answer() + b"HTTP/1.1 200 OK\r\n", False))
+    transport = Http11Transport()
+    assert post(transport, server.url).json() == post(transport, server.url).json() == {"ok": True}
+    assert server.connections == 2
+
+
+def test_a_malformed_answer_is_a_remote_protocol_error(
+    serve: Callable[..., ScriptedServer],
+) -> None:
+    server = serve(lambda request: (b"HTTP/1.1 OK 200\r\n\r\n", True))
+    with pytest.raises(httpx.RemoteProtocolError):
+        post(Http11Transport(), server.url)
+
+
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
