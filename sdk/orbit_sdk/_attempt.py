@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from . import _calls
 from ._attempt_threads import AttemptThreads
 from ._lease_deadline import report_timeout_passed
@@ -23,6 +21,7 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
 from ._report_buffer import CallBatcher
 from ._transport import Call
+from ._wire import Answered
 from .context import TaskContext
 from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
 from .models import CompletionResponse, Lease, StartResponse
@@ -75,7 +74,7 @@ class AttemptRunner:
     def __init__(
         self,
         *,
-        send: Callable[[Call], httpx.Response],
+        send: Callable[[Call], Answered],
         handlers: Mapping[str, RegisteredHandler],
         live: LiveSet,
         stopping: threading.Event,

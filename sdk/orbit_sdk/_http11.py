@@ -39,7 +39,7 @@ from typing import Any
 import httptools
 import httpx
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443}
 #: httpx's own default pool limits (``httpx.Client``'s, which it does not export).
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
@@ -98,11 +98,11 @@ class Http11Transport(httpx.BaseTransport):
     # --- httpx.BaseTransport -------------------------------------------------------------------
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         scheme = request.url.scheme
-        if scheme not in _DEFAULT_PORTS:
+        if scheme not in DEFAULT_PORTS:
             raise httpx.UnsupportedProtocol(
                 f"the SDK's transport speaks http and https, not {scheme!r}"
             )
-        origin = (scheme, request.url.host, request.url.port or _DEFAULT_PORTS[scheme])
+        origin = (scheme, request.url.host, request.url.port or DEFAULT_PORTS[scheme])
         timeouts = request.extensions.get("timeout", {})
         answer = self.exchange(origin, _serialize(request), request.method, timeouts, request)
         return httpx.Response(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import random
@@ -30,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from ._wire import async_exchange, exchange
+from ._http11 import Http11Transport
+from ._wire import Answered, LeanAnswer, LeanWire, async_exchange, exchange
 from .errors import OrbitError, ServerUnreachable, error_for_problem
 from .models import Problem
 
@@ -268,13 +270,14 @@ class SyncTransport:
         self._rng = rng or random.Random()
         self._clock = clock
         self._requests = _Requests(client)
+        self._lean = LeanWire(client, direct) if isinstance(direct, Http11Transport) else None
 
-    def send(self, call: Call) -> httpx.Response:
-        """Return a 2xx response or raise the typed error for the final failure."""
+    def send(self, call: Call) -> Answered:
+        """Return a 2xx answer or raise the typed error for the final failure."""
         retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
         while True:
             try:
-                response = exchange(self.client, self.direct, self._requests.build(call))
+                response = self._exchange(call)
             except httpx.TransportError as exc:
                 delay = retrier.after_exception(exc)
                 if delay is None:
@@ -282,13 +285,23 @@ class SyncTransport:
                 retrier.log_retry(type(exc).__name__, delay)
                 self._sleep(delay)
                 continue
-            if response.is_success:
+            if isinstance(response, LeanAnswer) or response.is_success:
                 return response
             delay = retrier.after_response(response)
             if delay is None:
                 raise error_from_response(response)
             retrier.log_retry(f"HTTP {response.status_code}", delay)
             self._sleep(delay)
+
+    def _exchange(self, call: Call) -> Answered:
+        """One try: straight to the SDK's transport where it can (``_wire.LeanWire``), else
+        through httpx's request and response."""
+        lean = self._lean
+        if lean is not None and lean.takes(call.method, call.params):
+            timeouts = _try_timeout(call, self.client.timeout).as_dict()
+            request = functools.partial(self._requests.build, call)
+            return lean.exchange(call.method, call.path, call.json, timeouts, request)
+        return exchange(self.client, self.direct, self._requests.build(call))
 
     def close(self) -> None:
         self.client.close()

@@ -18,12 +18,14 @@ password (httpx turns them into basic authentication), requests keep going throu
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from ._http11 import DEFAULT_LIMITS, Http11Transport
+from ._http11 import DEFAULT_LIMITS, DEFAULT_PORTS, Http11Transport
 
 #: Environment proxy schemes httpx honours (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
 _PROXY_SCHEMES = ("http", "https", "all")
@@ -139,3 +141,125 @@ async def async_exchange(
     if "set-cookie" in response.headers:
         client.cookies.extract_cookies(response)
     return response
+
+
+class LeanAnswer:
+    """A 2xx answer read whole, without an ``httpx.Response``: what the SDK's callers use of a
+    successful answer (``json()``, ``status_code``)."""
+
+    __slots__ = ("content", "status_code")
+    is_success = True
+
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code, self.content = status_code, content
+
+    def json(self, **kwargs: Any) -> Any:
+        return json.loads(self.content, **kwargs)
+
+
+#: What sending a call gives back: httpx's response, or a lean 2xx answer.
+Answered = httpx.Response | LeanAnswer
+
+#: Answer headers only httpx knows what to do with (decoding, the cookie jar).
+_HTTPX_HEADERS = frozenset({b"content-encoding", b"set-cookie"})
+
+
+class LeanWire:
+    """Sends a call straight to the SDK's own transport as bytes, without building an
+    ``httpx.Request`` and reading the answer into an ``httpx.Response`` (issue 9): one
+    ``Client.submit`` cost the SDK ~400 µs of CPU under load, where a bare socket with the same
+    parser and ``Task`` model costs ~110 (docs/performance.md).
+
+    It writes what httpx would send for the same call — the request line, ``Host``, the client's
+    headers as they are at the time of the call, and the JSON body as httpx encodes it
+    (``Content-Length``, ``Content-Type``) — and a 2xx answer comes back as a
+    :class:`LeanAnswer`. Everything else is left to httpx: an answer that is not 2xx or that
+    carries ``Content-Encoding`` or ``Set-Cookie`` is read into an ``httpx.Response`` (the
+    request built then), and a call is not sent this way at all when it has query parameters,
+    when the client holds cookies (its ``Cookie`` header is httpx's to write) or for HEAD."""
+
+    def __init__(self, client: httpx.Client, transport: Http11Transport) -> None:
+        self.client, self.transport = client, transport
+        #: path -> (origin, request target, Host line); paths with ids are unbounded: capped.
+        self._targets: dict[str, tuple[tuple[str, str, int], bytes, bytes]] = {}
+        self._heads: dict[tuple[tuple[bytes, bytes], ...], tuple[bytes, frozenset[bytes]]] = {}
+
+    MAX_PATHS = 512
+
+    def takes(self, method: str, params: Any) -> bool:
+        return not params and method != "HEAD" and not len(self.client.cookies.jar)
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        timeouts: dict[str, Any],
+        request: Callable[[], httpx.Request],
+    ) -> Answered:
+        """Send the call, read its answer; ``request`` builds the httpx request an answer that
+        needs httpx is attached to."""
+        client = self.client
+        if client.is_closed:
+            raise _closed()
+        origin, target, host = self._target(path)
+        head, named = self._head(tuple(client.headers.raw))
+        content = b""
+        if body is not None:  # as httpx encodes ``json=``
+            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            content = text.encode()
+        # In httpx's order: Host (and an empty body's length) before the client's headers, a
+        # JSON body's length and type after them.
+        first = b"" if b"host" in named else host
+        last = b""
+        if content:
+            if b"content-length" not in named:
+                last = b"Content-Length: %d\r\n" % len(content)
+            if b"content-type" not in named:
+                last += b"Content-Type: application/json\r\n"
+        elif method in ("POST", "PUT", "PATCH") and b"content-length" not in named:
+            first += b"Content-Length: 0\r\n"
+        message = b"%s %s HTTP/1.1\r\n%s%s%s\r\n%s" % (
+            method.encode("ascii"),
+            target,
+            first,
+            head,
+            last,
+            content,
+        )
+        answer = self.transport.exchange(origin, message, method, timeouts)
+        if 200 <= answer.status < 300 and not any(
+            name.lower() in _HTTPX_HEADERS for name, _ in answer.headers
+        ):
+            return LeanAnswer(answer.status, answer.body)
+        response = httpx.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=httpx.ByteStream(answer.body),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
+            request=request(),
+        )
+        response.read()
+        if "set-cookie" in response.headers:
+            client.cookies.extract_cookies(response)
+        return response
+
+    def _target(self, path: str) -> tuple[tuple[str, str, int], bytes, bytes]:
+        found = self._targets.get(path)
+        if found is None:
+            if len(self._targets) >= self.MAX_PATHS:
+                self._targets.clear()
+            url = self.client.build_request("GET", path).url  # the client's own resolution
+            origin = (url.scheme, url.host, url.port or DEFAULT_PORTS[url.scheme])
+            found = self._targets[path] = (origin, url.raw_path, b"Host: %s\r\n" % url.netloc)
+        return found
+
+    def _head(self, raw: tuple[tuple[bytes, bytes], ...]) -> tuple[bytes, frozenset[bytes]]:
+        """The client's headers as request lines, and their names (lower case)."""
+        found = self._heads.get(raw)
+        if found is None:
+            if len(self._heads) >= 16:
+                self._heads.clear()
+            lines = b"".join(name + b": " + value + b"\r\n" for name, value in raw)
+            found = self._heads[raw] = (lines, frozenset(name.lower() for name, _ in raw))
+        return found

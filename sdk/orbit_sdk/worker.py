@@ -39,7 +39,7 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from ._transport import Call, RetryPolicy, SyncTransport
-from ._wire import sync_http
+from ._wire import Answered, sync_http
 from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
 from .context import TaskContext
 from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
@@ -349,7 +349,7 @@ class Worker:
 
     # --- session ----------------------------------------------------------------------------
 
-    def send(self, call: Call) -> httpx.Response:
+    def send(self, call: Call) -> Answered:
         return self._transport.send(call)
 
     def _register_until_ok(self) -> bool:

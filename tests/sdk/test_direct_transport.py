@@ -85,6 +85,7 @@ def test_the_answer_is_read_in_full_and_knows_its_request() -> None:
     )
     with Client("http://o.test", transport=httpx.MockTransport(lambda request: answer)) as c:
         response = c._transport.send(Call("GET", "/v1/whoami"))
+    assert isinstance(response, httpx.Response)  # a transport passed in: httpx's response
     assert response.is_closed and response.json() == {"ok": True}
     assert str(response.request.url) == "http://o.test/v1/whoami"
 
