@@ -47,6 +47,17 @@ def _database(url: str) -> sa.Engine:
     return engine
 
 
+def count_statements(engine: sa.Engine) -> list[int]:
+    """A one-item list holding how many statements ``engine`` has sent since this call."""
+    sent = [0]
+
+    def count(*_: Any) -> None:
+        sent[0] += 1
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    return sent
+
+
 def _grants(engine: sa.Engine, ns: str, session: str, size: int) -> list[LeaseGrant]:
     request = SubmitRequest(namespace=ns, queue="default", handler="bench.noop", params={})
     for _ in range(size):
@@ -88,12 +99,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 50])
     args = parser.parse_args()
     engine = _database(args.database_url)
-    sent = [0]
-
-    def count(*_: Any) -> None:
-        sent[0] += 1
-
-    sa.event.listen(engine, "before_cursor_execute", count)
+    sent = count_statements(engine)
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     session = run_transaction(
         engine,

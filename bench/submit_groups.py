@@ -25,7 +25,10 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.batch_paths import _database  # the repository root, added above (run as a script)
+from bench.batch_paths import (  # the repository root, added above (run as a script)
+    _database,
+    count_statements,
+)
 from orbit_store.db import run_transaction
 from orbit_store.pulse.queues import ensure_namespace
 from orbit_store.pulse.submit import SubmitRequest
@@ -68,12 +71,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=150)
     args = parser.parse_args()
     engine = _database(args.database_url)
-    sent = [0]
-
-    def count(*_: Any) -> None:
-        sent[0] += 1
-
-    sa.event.listen(engine, "before_cursor_execute", count)
+    sent = count_statements(engine)
     try:
         run_transaction(engine, lambda conn: ensure_namespace(conn, NS, _db_now(conn)))
         for size in args.sizes:  # warm: connections, statement caches
