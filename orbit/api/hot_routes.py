@@ -19,12 +19,7 @@ the layers whose behaviour it needs, the same classes as on the full stack, in t
   on the full stack;
 - FastAPI's ``AsyncExitStackMiddleware``, which FastAPI's request handler requires;
 
-then the route itself (``APIRoute.handle``: FastAPI's own handler). A ``LeanRoute`` (the
-one-by-one submission) is called as FastAPI's ``request_response`` calls it, without the layers
-that do nothing for it: the exit stacks (a lean route has no dependency with ``yield`` and no
-upload) and the route's own exception wrapper (the same handlers as the ``ExceptionMiddleware``
-above it); on this 2-core machine each layer crossed costs a request more than its own code
-(docs/performance.md).
+then the route itself (``APIRoute.handle``: FastAPI's own handler, or a ``LeanRoute``'s).
 
 Everything else takes the full stack: other methods and paths, a path that only nearly matches
 (a trailing slash), an app served under a ``root_path``. The layers left out do nothing for
@@ -43,12 +38,9 @@ from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.routing import APIRoute
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.middleware.exceptions import ExceptionMiddleware
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .body_limit import BodyLimit
-from .lean_routes import LeanRoute
 
 #: The requests a task's lifecycle makes, each at least once per task.
 HOT = (
@@ -69,51 +61,35 @@ class HotRoutes:
 
     def __init__(self, app: FastAPI, full: ASGIApp, *, max_body_bytes: int) -> None:
         self.app, self.full = app, full
+        self.routes = _hot_routes(app)
         error_handler = next(
             (h for key, h in app.exception_handlers.items() if key in (500, Exception)), None
         )
         handlers = {
             key: h for key, h in app.exception_handlers.items() if key not in (500, Exception)
         }
-
-        def layered(route: ASGIApp) -> ASGIApp:
-            routed = ExceptionMiddleware(route, handlers=handlers, debug=app.debug)
-            limited = BodyLimit(routed, max_bytes=max_body_bytes)
-            return ServerErrorMiddleware(limited, handler=error_handler, debug=app.debug)
-
-        self.dispatch = layered(AsyncExitStackMiddleware(self._route))
-        #: Each hot path's regex, route and the ASGI app that answers it.
-        self.routes = [
-            (regex, route, layered(_Lean(route)) if isinstance(route, LeanRoute) else self.dispatch)
-            for regex, route in _hot_routes(app)
-        ]
+        routed = ExceptionMiddleware(
+            AsyncExitStackMiddleware(self._route), handlers=handlers, debug=app.debug
+        )
+        self.dispatch = ServerErrorMiddleware(
+            BodyLimit(routed, max_bytes=max_body_bytes), handler=error_handler, debug=app.debug
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == METHOD and not scope.get("root_path"):
             path = scope["path"]
-            for regex, route, dispatch in self.routes:
+            for regex, route in self.routes:
                 match = regex.match(path)
                 if match is not None:
                     scope["path_params"] = match.groupdict()
                     scope["route"], scope["endpoint"] = route, route.endpoint
                     scope.setdefault("router", self.app.router)
-                    await dispatch(scope, receive, send)
+                    await self.dispatch(scope, receive, send)
                     return
         await self.full(scope, receive, send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         await scope["route"].handle(scope, receive, send)
-
-
-class _Lean:
-    """ASGI: a ``LeanRoute``'s handler, called as ``request_response`` calls it."""
-
-    def __init__(self, route: LeanRoute) -> None:
-        self.handle: Any = route.get_route_handler()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response: Response = await self.handle(Request(scope, receive, send))
-        await response(scope, receive, send)
 
 
 def _hot_routes(app: FastAPI) -> list[tuple[re.Pattern[str], APIRoute]]:
