@@ -105,13 +105,7 @@ class Http11Transport(httpx.BaseTransport):
         origin = (scheme, request.url.host, request.url.port or DEFAULT_PORTS[scheme])
         timeouts = request.extensions.get("timeout", {})
         answer = self.exchange(origin, _serialize(request), request.method, timeouts, request)
-        return httpx.Response(
-            answer.status,
-            headers=answer.headers,
-            stream=httpx.ByteStream(answer.body),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
-            request=request,
-        )
+        return answer.response(request)
 
     def exchange(
         self,
@@ -236,6 +230,16 @@ class Answer:
     ) -> None:
         self.status, self.reason, self.headers = status, reason, headers
         self.body, self.reusable = body, reusable
+
+    def response(self, request: httpx.Request) -> httpx.Response:
+        """As httpx's response to ``request`` (unread: httpx decodes the body as it reads)."""
+        return httpx.Response(
+            self.status,
+            headers=self.headers,
+            stream=httpx.ByteStream(self.body),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": self.reason},
+            request=request,
+        )
 
 
 def _exchange(

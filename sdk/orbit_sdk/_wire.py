@@ -113,6 +113,11 @@ def exchange(
         raise _closed()
     response = direct.handle_request(request)
     response.request = request
+    return _read_whole(client, response)
+
+
+def _read_whole(client: httpx.Client, response: httpx.Response) -> httpx.Response:
+    """What ``send`` does with an answer the SDK keeps: read in full, its cookies kept."""
     try:
         response.read()
     except BaseException:
@@ -232,17 +237,7 @@ class LeanWire:
             name.lower() in _HTTPX_HEADERS for name, _ in answer.headers
         ):
             return LeanAnswer(answer.status, answer.body)
-        response = httpx.Response(
-            answer.status,
-            headers=answer.headers,
-            stream=httpx.ByteStream(answer.body),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
-            request=request(),
-        )
-        response.read()
-        if "set-cookie" in response.headers:
-            client.cookies.extract_cookies(response)
-        return response
+        return _read_whole(client, answer.response(request()))
 
     def _target(self, path: str) -> tuple[tuple[str, str, int], bytes, bytes]:
         found = self._targets.get(path)
