@@ -19,7 +19,9 @@ the layers whose behaviour it needs, the same classes as on the full stack, in t
   on the full stack;
 - FastAPI's ``AsyncExitStackMiddleware``, which FastAPI's request handler requires;
 
-then the route itself (``APIRoute.handle``: FastAPI's own handler, or a ``LeanRoute``'s).
+then the route itself (``APIRoute.handle``: FastAPI's own handler, or a ``LeanRoute``'s). The
+one-by-one submission goes first to ``fast_submit.FastSubmit``, which answers its usual request
+itself and hands every other one to this path.
 
 Everything else takes the full stack: other methods and paths, a path that only nearly matches
 (a trailing slash), an app served under a ``root_path``. The layers left out do nothing for
@@ -41,6 +43,7 @@ from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .body_limit import BodyLimit
+from .fast_submit import FastSubmit, error_layers
 
 #: The requests a task's lifecycle makes, each at least once per task.
 HOT = (
@@ -68,11 +71,21 @@ class HotRoutes:
         handlers = {
             key: h for key, h in app.exception_handlers.items() if key not in (500, Exception)
         }
-        routed = ExceptionMiddleware(
-            AsyncExitStackMiddleware(self._route), handlers=handlers, debug=app.debug
-        )
-        self.dispatch = ServerErrorMiddleware(
-            BodyLimit(routed, max_bytes=max_body_bytes), handler=error_handler, debug=app.debug
+
+        def errors(inner: ASGIApp) -> ASGIApp:
+            return ServerErrorMiddleware(inner, handler=error_handler, debug=app.debug)
+
+        def exceptions(inner: ASGIApp) -> ASGIApp:
+            return ExceptionMiddleware(inner, handlers=handlers, debug=app.debug)
+
+        routed = exceptions(AsyncExitStackMiddleware(self._route))
+        self.dispatch = errors(BodyLimit(routed, max_bytes=max_body_bytes))
+        self.fast_submit = FastSubmit(
+            app,
+            self.routes[0][1],  # HOT[0]: the one-by-one submission
+            fallback=self.dispatch,
+            errors=error_layers(lambda inner: errors(exceptions(inner))),
+            max_body_bytes=max_body_bytes,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -84,7 +97,10 @@ class HotRoutes:
                     scope["path_params"] = match.groupdict()
                     scope["route"], scope["endpoint"] = route, route.endpoint
                     scope.setdefault("router", self.app.router)
-                    await self.dispatch(scope, receive, send)
+                    dispatch = (
+                        self.fast_submit if route is self.fast_submit.route else self.dispatch
+                    )
+                    await dispatch(scope, receive, send)
                     return
         await self.full(scope, receive, send)
 

@@ -117,22 +117,37 @@ async def submit(
     each is answered as it would have been alone."""
     authorize(credential, namespace, Role.SUBMIT)
     limits.check_payload(ctx.settings.max_payload_bytes, params=body.params)
-    request = submission_request(namespace, body, credential.name)
+    task, replayed = await accept_submission(ctx, namespace, body, credential.name)
+    response.status_code = 200 if replayed else 201
+    response.headers["Location"] = task_location(namespace, task.id)
+    return task
+
+
+async def accept_submission(
+    ctx: AppContext, namespace: str, body: schemas.TaskSubmission, submitter: str
+) -> tuple[schemas.Task, bool]:
+    """A submission that passed its checks (token, role, payload size): accepted or replayed
+    (the task and whether it was a replay), or the store's typed refusal raised. Shared by
+    the route above and its fast path (``fast_submit``), so the two cannot drift apart."""
+    request = submission_request(namespace, body, submitter)
     result = await ctx.submit_groups.submit(request)
     ctx.metrics.submissions.labels(
         namespace, body.queue, "replayed" if result.replayed else "new"
     ).inc()
-    if result.replayed:
-        response.status_code = 200
-    elif result.wait_path is WaitPath.READY:
+    if not result.replayed and result.wait_path is WaitPath.READY:
         ctx.wakeups.notify(namespace, body.queue, body.handler)
-    response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
     if result.row is not None:  # new: answer from what was written (no read-back)
         view = queries.task_view_from_row(result.row)
-        return schemas.Task.model_validate({**view.__dict__, "replayed": False})
-    return await anyio.to_thread.run_sync(
+        return schemas.Task.model_validate({**view.__dict__, "replayed": False}), False
+    task = await anyio.to_thread.run_sync(
         functools.partial(_task, ctx, namespace, result.task_id, replayed=result.replayed)
     )
+    return task, result.replayed
+
+
+def task_location(namespace: str, task_id: str) -> str:
+    """The ``Location`` of a submitted task."""
+    return f"/v1/namespaces/{namespace}/tasks/{task_id}"
 
 
 @router.get(
