@@ -52,6 +52,7 @@ from .context import AppContext, ServerSettings
 from .ready_watch import ReadyWatch
 from .sibling_wakeups import SiblingWakeups
 from .submit_groups import SubmitGroups
+from .submit_turns import SubmitTurns
 from .wakeups import Wakeups
 
 log = logging.getLogger("orbit.server")
@@ -137,9 +138,16 @@ def record_serving(ctx: AppContext) -> None:
 
 def _siblings(settings: ServerSettings) -> SiblingWakeups | None:
     """This HTTP process's link to the other processes of its pod, if it has siblings."""
-    if settings.sibling_wake_dir is None:
+    if settings.pod_dir is None:
         return None
-    return SiblingWakeups(settings.sibling_wake_dir)
+    return SiblingWakeups(settings.pod_dir)
+
+
+def _submit_turns(settings: ServerSettings) -> SubmitTurns | None:
+    """The pod's submission turns, shared with the other HTTP processes, if it has them."""
+    if settings.pod_dir is None:
+        return None
+    return SubmitTurns(settings.pod_dir, settings.submit_transactions)
 
 
 def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
@@ -154,6 +162,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
             engine,
             in_flight=settings.submit_transactions,
             observe=metrics.batch_items.labels("submit_group").observe,
+            turns=_submit_turns(settings),
         ),
     )
 

@@ -30,12 +30,10 @@ SUPERVISOR_ENV = "ORBIT_SERVER_SUPERVISOR_PID"
 log = logging.getLogger("orbit.server")
 
 
-def settings_for_processes(settings: ServerSettings, wake_dir: str | None = None) -> str:
+def settings_for_processes(settings: ServerSettings, pod_dir: str | None = None) -> str:
     """The JSON an HTTP process rebuilds its settings from: every loop but the gauge loop is
-    the supervising process's; ``wake_dir`` holds the pod's wake-up sockets."""
-    http_only = dataclasses.replace(
-        settings, run_engines=False, run_gauges=True, sibling_wake_dir=wake_dir
-    )
+    the supervising process's; ``pod_dir`` is the directory the pod's processes share."""
+    http_only = dataclasses.replace(settings, run_engines=False, run_gauges=True, pod_dir=pod_dir)
     return json.dumps(dataclasses.asdict(http_only))
 
 

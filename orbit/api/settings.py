@@ -47,7 +47,8 @@ class ServerSettings:
     #: 8 submitting processes): 20-30% less server CPU per submit in five pairs of runs out of
     #: five, and a lower p99; with 4 or more, requests rarely wait and it costs twice as much.
     #: Several server processes (--workers) each run their own.
-    submit_transactions: int = 1
-    #: The pod's directory of wake-up sockets, set by the supervisor of `--workers N` for its
-    #: HTTP processes (api/sibling_wakeups.py); None: a process alone.
-    sibling_wake_dir: str | None = None
+    submit_transactions: int = 1  # at once, across the pod's HTTP processes
+    #: The directory the HTTP processes of `--workers N` share, made by their supervisor: the
+    #: pod's wake-up sockets (api/sibling_wakeups.py) and submission turns
+    #: (api/submit_turns.py); None: a process alone.
+    pod_dir: str | None = None

@@ -15,6 +15,11 @@ steady stream of submissions the transactions so follow each other without a tri
 event loop and a thread hand-off each (about a fifth of a group's cycle, docs/performance.md).
 Each request is answered on its own event loop, once per group and loop.
 
+With several HTTP processes in a pod (``orbit server --workers``), ``in_flight`` bounds the pod's
+transactions, not each process's: a thread takes one of the pod's turns (``submit_turns``)
+before it takes its group, so a process's submissions wait while another process's transaction
+runs, and go together in the next.
+
 Every request is answered as it would have been alone (``orbit_store.pulse.submit_group``).
 A request whose client has gone away is still submitted: like a lone submission whose answer
 was lost, the client learns its fate by retrying under the same key.
@@ -37,6 +42,8 @@ from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.pulse.submit_batch import SUB_BATCH
 from orbit_store.pulse.submit_group import Answer, groupable, submit_group
 
+from .submit_turns import SubmitTurns
+
 Waiting = tuple[SubmitRequest, "asyncio.Future[SubmitResult]"]
 Group = tuple[str, list[Waiting]]
 
@@ -51,10 +58,13 @@ class SubmitGroups:
         *,
         in_flight: int,
         observe: Callable[[int], None] = lambda size: None,
+        turns: SubmitTurns | None = None,
     ) -> None:
+        """``turns``: the pod's, shared with the other HTTP processes (None: a lone process)."""
         if in_flight < 1:
             raise ValueError("in_flight must be at least 1")
         self.engine, self.in_flight, self.observe = engine, in_flight, observe
+        self.turns = turns
         # Shared with the transactions' threads: every read and change holds the lock.
         self._lock = threading.Lock()
         self._waiting: dict[str, list[Waiting]] = {}  # oldest namespace first
@@ -91,23 +101,36 @@ class SubmitGroups:
     def _run_groups(self) -> None:
         """In a pool thread: one group's transaction after the other while groups wait."""
         try:
-            while (taken := self._take()) is not None:
-                namespace, group = taken
-                try:
-                    self.observe(len(group))
-                    answers: list[Answer] = submit_group(
-                        self.engine, namespace, [request for request, _ in group]
-                    )
-                except Exception as exc:  # the group failed as a whole (the database is down)
-                    answers = [exc] * len(group)
-                finally:
-                    with self._lock:
-                        self._in_transaction -= 1
-                _answer(group, answers)
+            while (answered := self._run_next_group()) is not None:
+                _answer(*answered)
         except BaseException:  # leaving early: _take, which counts a thread out, did not
             with self._lock:
                 self._threads -= 1
             raise
+
+    def _run_next_group(self) -> tuple[list[Waiting], list[Answer]] | None:
+        """The next group and its answers, in one of the pod's turns (taken before the group,
+        so the submissions that arrive while it waits for one join the group); None when no
+        group waits."""
+        with self._turn():
+            taken = self._take()
+            if taken is None:
+                return None
+            namespace, group = taken
+            try:
+                self.observe(len(group))
+                answers: list[Answer] = submit_group(
+                    self.engine, namespace, [request for request, _ in group]
+                )
+            except Exception as exc:  # the group failed as a whole (the database is down)
+                answers = [exc] * len(group)
+            finally:
+                with self._lock:
+                    self._in_transaction -= 1
+            return group, answers
+
+    def _turn(self) -> contextlib.AbstractContextManager[None]:
+        return self.turns.turn() if self.turns is not None else contextlib.nullcontext()
 
     def _take(self) -> Group | None:
         """The next group (oldest namespace first, at most ``SUB_BATCH`` requests), or None:

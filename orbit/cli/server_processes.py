@@ -54,8 +54,9 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
 
     # The engine loops need few connections: a small pool, not an HTTP process's.
     engine = store_engine(settings.database_url, warn_durability=True, pool_size=ENGINE_POOL_SIZE)
-    wake_dir = tempfile.mkdtemp(prefix="orbit-wake-")  # the processes' wake-up sockets
-    os.environ[SETTINGS_ENV] = settings_for_processes(settings, wake_dir)
+    # Shared by the HTTP processes: their wake-up sockets and submission turns.
+    pod_dir = tempfile.mkdtemp(prefix="orbit-pod-")
+    os.environ[SETTINGS_ENV] = settings_for_processes(settings, pod_dir)
     os.environ[SUPERVISOR_ENV] = str(os.getpid())
     os.environ["ORBIT_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().level)
     config = uvicorn.Config(
@@ -70,7 +71,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     )
     # No lease request waits in this process: what the loops make ready (Weave) is passed on to
     # the HTTP processes (their probes would find it too, later).
-    siblings = SiblingWakeups(wake_dir)
+    siblings = SiblingWakeups(pod_dir)
     ctx = AppContext(
         engine,
         settings,
@@ -94,6 +95,6 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
             loop.stop()
         engine.dispose()
         siblings.close()
-        shutil.rmtree(wake_dir, ignore_errors=True)
+        shutil.rmtree(pod_dir, ignore_errors=True)
         if created:
             remove_directory(metrics_dir)

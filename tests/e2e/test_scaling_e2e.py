@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,34 @@ def test_every_scrape_counts_the_whole_pod(pod: Server, everyone: Tenant) -> Non
         match = sample.search(text)
         totals.add(float(match.group(1)) if match else 0.0)
     assert totals == {20.0}
+
+
+def test_concurrent_submissions_to_a_pod_are_each_accepted_once_in_its_turns(
+    pod: Server, everyone: Tenant
+) -> None:
+    """Both HTTP processes group the submissions they receive, one pod-wide transaction at a
+    time (api/submit_turns.py): 8 clients on connections of their own (spread over the two
+    processes by the kernel) each submit 25 tasks under keys, then again; every key names one
+    task, and the second round replays them all."""
+    keys = [[f"k-{c}-{n}" for n in range(25)] for c in range(8)]
+
+    def submit_all(own: list[str]) -> list[tuple[str, bool]]:
+        with Client(pod.url, token=everyone.token) as client:
+            return [
+                (task.id, task.replayed)
+                for task in (
+                    client.submit(everyone.namespace, handler="e2e.echo", idempotency_key=key)
+                    for key in own
+                )
+            ]
+
+    with ThreadPoolExecutor(8) as clients:
+        first = [pair for part in clients.map(submit_all, keys) for pair in part]
+        again = [pair for part in clients.map(submit_all, keys) for pair in part]
+    assert len({task_id for task_id, _ in first}) == 200
+    assert not any(replayed for _, replayed in first)
+    assert [task_id for task_id, _ in again] == [task_id for task_id, _ in first]
+    assert all(replayed for _, replayed in again)
 
 
 def test_the_engine_loops_run_once_per_pod_and_the_gauge_loop_per_process(pod: Server) -> None:
