@@ -91,8 +91,9 @@ def server(
         typer.Option(
             envvar="ORBIT_SUBMIT_TRANSACTIONS",
             min=1,
-            help="Submission transactions each HTTP process runs at once; one-by-one "
-            "submissions that arrive meanwhile wait and share the next (group commit).",
+            help="Submission transactions the server runs at once, across its HTTP processes "
+            "(--workers: they take turns); one-by-one submissions that arrive meanwhile wait "
+            "and share the next (group commit).",
         ),
     ] = 1,
 ) -> None:
