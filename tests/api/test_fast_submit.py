@@ -125,6 +125,7 @@ def test_a_submission_with_a_concurrency_key_is_answered_by_the_fast_path(
     ("case", "body", "headers", "status"),
     [
         ("malformed JSON", b'{"handler": ', None, 422),
+        ("JSON nested too deep", b'{"handler": "h", "params": ' + b"[" * 100_000, None, 400),
         ("not an object", b'["h"]', None, 422),
         ("an invalid field", {"handler": ""}, None, 422),
         ("an unknown field", {"handler": "h", "colour": "red"}, None, 422),
