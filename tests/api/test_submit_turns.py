@@ -118,6 +118,42 @@ def test_a_turn_of_a_killed_process_is_free_at_once(tmp_path: Path) -> None:
         process.kill()
 
 
+def _take_again_and_again(directory: str, taken: Any, stop: Any) -> None:
+    """A busy process: takes the turn, holds it a while, lets it go, and at once wants it again."""
+    turns = SubmitTurns(directory, 1)
+    while not stop.is_set():
+        with turns.turn():
+            with taken.get_lock():
+                taken.value += 1
+            time.sleep(0.02)
+
+
+def test_a_process_that_lets_its_turn_go_queues_behind_one_already_waiting(
+    tmp_path: Path,
+) -> None:
+    """Two busy processes alternate: while this one waits, the other finishes the turn it has
+    and does not take the next one too (its release would otherwise race this one's wake-up
+    and win, as it did before the doorway: 14 of 15 waits). Two of fifteen are allowed for a
+    descheduling between reading the count and asking for the turn."""
+    taken, stop = FORK.Value("i", 0), FORK.Event()
+    busy = FORK.Process(target=_take_again_and_again, args=(str(tmp_path), taken, stop))
+    busy.start()
+    try:
+        turns, others = SubmitTurns(tmp_path, 1), []
+        while taken.value == 0:
+            time.sleep(0.01)
+        for _ in range(15):
+            before = taken.value
+            with turns.turn():
+                others.append(taken.value - before)
+            time.sleep(0.005)
+        assert sum(others) <= 2, others
+    finally:
+        stop.set()
+        busy.join(10)
+        busy.kill()
+
+
 def test_a_turn_in_a_directory_that_is_gone_is_no_turn(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
