@@ -46,9 +46,9 @@ async def current_credential(
 ) -> Credential:
     """Async, so a cached token costs no thread hand-off (FastAPI runs a sync dependency in
     its thread pool, one hand-off per dependency per request); a miss reads in a thread."""
-    if not authorization or not authorization.lower().startswith("bearer "):
+    token = bearer_token(authorization)
+    if token is None:
         raise ApiProblem(401, "unauthorized", "send 'Authorization: Bearer <token>'")
-    token = authorization[7:].strip()
     cache: TokenCache = request.app.state.token_cache
     key = hash_api_token(token)
     found = cache.get(key)
@@ -57,18 +57,30 @@ async def current_credential(
         cache.put(key, found)
     if not found:
         raise ApiProblem(401, "unauthorized", "the token is unknown, expired or revoked")
-    if len(found) == 1:
-        return found[0]
-    named = request.path_params.get("namespace")
-    for credential in found:
-        if credential.namespace == named:
-            return credential
+    credential = credential_for(found, request.path_params.get("namespace"))
+    if credential is not None:
+        return credential
     raise ApiProblem(
         401,
         "unauthorized",
         "this token is registered in several namespaces and this request names none of them; "
         "use a token of one namespace only",
     )
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; None for any other value."""
+    if not authorization or not authorization.lower().startswith("bearer "):
+        return None
+    return authorization[7:].strip()
+
+
+def credential_for(found: list[Credential], namespace: str | None) -> Credential | None:
+    """Which of a token's credentials a request uses: its only one, else the one of the
+    namespace the request names (None: the request names none of them)."""
+    if len(found) == 1:
+        return found[0]
+    return next((c for c in found if c.namespace == namespace), None)
 
 
 def _lookup(engine: sa.Engine, token: str) -> list[Credential]:

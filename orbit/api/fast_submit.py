@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from orbit_store.credentials import Credential, Role, hash_api_token
 
 from . import limits, schemas
+from .auth import authorize, bearer_token, credential_for
 from .context import AppContext
 from .routes_tasks import accept_submission, task_location
 
@@ -67,7 +68,7 @@ class FastSubmit:
         messages, body = await _read_body(receive, declared)
         try:
             checked = self._checked(scope, authorization, body) if body is not None else None
-        except Exception:  # e.g. JSON nested too deep: the route answers it, as it always has
+        except Exception:  # a refusal, malformed or too deep JSON: the route answers it as ever
             checked = None
         if checked is None:
             await self.fallback(scope, _played_back(messages, receive), send)
@@ -91,43 +92,32 @@ class FastSubmit:
     def _checked(
         self, scope: Scope, authorization: str, body: bytes
     ) -> tuple[AppContext, str, schemas.TaskSubmission, Credential] | None:
-        """What the route would accept, or None where it would refuse or look further."""
+        """What the route would accept, or None (or the error the route would raise) where it
+        would refuse or look further."""
         namespace = scope["path_params"].get("namespace")
         credential = self._cached_credential(authorization, namespace)
-        if credential is None or credential.namespace != namespace:
+        if credential is None:
             return None
-        if not credential.allows(Role.SUBMIT):
-            return None
+        authorize(credential, namespace, Role.SUBMIT)
         for field in self.path_fields:
             if field.validate(scope["path_params"].get(field.alias), loc=("path", field.alias))[1]:
                 return None
-        try:
-            document = json.loads(body)  # as FastAPI parses it
-        except ValueError:  # malformed JSON or not UTF-8
-            return None
+        document = json.loads(body)  # as FastAPI parses it
         if not isinstance(document, dict):
             return None
         submission, errors = self.body_field.validate(document, loc=("body",))
         if errors or not isinstance(submission, schemas.TaskSubmission):
             return None
         ctx: AppContext = self.app.state.ctx
-        try:
-            limits.check_payload(ctx.settings.max_payload_bytes, params=submission.params)
-        except limits.PayloadTooLarge:
-            return None
+        limits.check_payload(ctx.settings.max_payload_bytes, params=submission.params)
         return ctx, namespace, submission, credential
 
     def _cached_credential(self, authorization: str, namespace: str | None) -> Credential | None:
         """The token's credential as ``auth.current_credential`` resolves it, from the cache
         alone (a miss is the route's to look up)."""
-        if not authorization.lower().startswith("bearer "):
-            return None
-        found = self.app.state.token_cache.get(hash_api_token(authorization[7:].strip()))
-        if not found:
-            return None
-        if len(found) == 1:
-            return found[0]  # type: ignore[no-any-return]
-        return next((c for c in found if c.namespace == namespace), None)
+        token = bearer_token(authorization)
+        found = self.app.state.token_cache.get(hash_api_token(token)) if token else None
+        return credential_for(found, namespace) if found else None
 
     def _serialised(self, task: schemas.Task) -> bytes:
         value, errors = self.response_field.validate(task, loc=("response",))
