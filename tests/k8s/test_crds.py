@@ -159,6 +159,16 @@ def test_every_default_is_valid_for_its_field(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_every_default_passes_its_cel_rules_as_written(kind: str) -> None:
+    """The API server evaluates a node's CEL rules on its literal `default`, nested defaults not
+    filled in: `default: {}` on an object whose rule reads its fields refuses the whole CRD."""
+    for path, node in crd_schema.walk(schema_of(kind)):
+        if "default" in node:
+            refusals = crd_schema.cel_refusals(node, node["default"])
+            assert refusals == [], (path, [str(r) for r in refusals])
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_every_cel_rule_compiles_and_has_a_message(kind: str) -> None:
     rules = list(crd_schema.cel_rules(schema_of(kind)))
     assert rules, f"{kind} has no CEL rule: the loop below would check nothing"
