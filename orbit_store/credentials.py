@@ -30,6 +30,7 @@ TOKEN_PREFIX = "orb_"
 
 
 class Role(enum.StrEnum):
+    READ = "read"  # read everything in the namespace, change nothing (the console's viewers)
     SUBMIT = "submit"  # submit, read and cancel tasks
     WORK = "work"  # run a worker: sessions, leases, heartbeats, completions
     REVIEW = "review"  # settle NEEDS_REVIEW tasks, manual retry
@@ -76,11 +77,13 @@ def _from_row(row: Any) -> Credential:
 
 def _roles(roles: list[str] | list[Role]) -> str:
     if not roles:
-        raise InvalidRequest("a credential needs at least one role: submit, work, review, admin")
+        raise InvalidRequest(
+            "a credential needs at least one role: read, submit, work, review, admin"
+        )
     try:
         return " ".join(sorted({Role(r).value for r in roles}))
     except ValueError as exc:
-        raise InvalidRequest(f"{exc}; roles are submit, work, review, admin") from exc
+        raise InvalidRequest(f"{exc}; roles are read, submit, work, review, admin") from exc
 
 
 def create_token(

@@ -29,3 +29,10 @@ def new_id() -> str:
 def new_secret() -> str:
     """An unguessable bearer secret (lease tokens, API tokens): 256 bits, URL-safe."""
     return secrets.token_urlsafe(32)
+
+
+def id_floor(at_unix_ms: int) -> str:
+    """The smallest id a row created at ``at_unix_ms`` can have: ids compare as strings in time
+    order, so ``id >= id_floor(t)`` selects rows created from ``t`` on through the primary key."""
+    h = f"{(at_unix_ms & ((1 << 48) - 1)) << 80:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

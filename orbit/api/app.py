@@ -43,6 +43,7 @@ from . import (
     routes_subscriptions,
     routes_task_batches,
     routes_tasks,
+    routes_views,
     routes_workers,
     routes_workflows,
     schemas_batches,
@@ -215,6 +216,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         routes_workflows,
         routes_subscriptions,
         routes_audit,
+        routes_views,
         routes_admin,
         routes_identity,
     ):

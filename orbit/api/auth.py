@@ -106,4 +106,4 @@ def authorize(credential: Credential, namespace: str, *roles: Role) -> None:
         raise ApiProblem(403, "forbidden", f"this needs the {wanted} role in {namespace!r}")
 
 
-READ_ROLES = (Role.SUBMIT, Role.WORK, Role.REVIEW)
+READ_ROLES = (Role.READ, Role.SUBMIT, Role.WORK, Role.REVIEW)

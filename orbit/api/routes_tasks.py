@@ -173,15 +173,32 @@ def list_(
     ctx: Ctx,
     queue: Annotated[str | None, Query(max_length=63)] = None,
     state: Annotated[schemas.TaskStateName | None, Query()] = None,
+    handler: Annotated[str | None, Query(max_length=255)] = None,
+    idempotency_key: Annotated[
+        str | None, Query(max_length=255, description="The task submitted under this key.")
+    ] = None,
+    created_after: Annotated[dt.datetime | None, Query(description="Inclusive, RFC 3339.")] = None,
+    created_before: Annotated[dt.datetime | None, Query(description="Exclusive, RFC 3339.")] = None,
     page_size: Annotated[int, Query(ge=1, le=500)] = 50,
     page_token: Annotated[str | None, Query(max_length=200)] = None,
 ) -> schemas.TaskPage:
-    """Newest first; pass ``next_page_token`` back as ``page_token`` for the next page."""
+    """Newest first; pass ``next_page_token`` back as ``page_token`` (with the same filters)
+    for the next page. The cursor is the last id seen, so pages stay stable while tasks are
+    submitted or change state."""
     authorize(credential, namespace, *READ_ROLES)
     before = _decode_token(page_token)
     with ctx.engine.connect() as conn:
         page, last = queries.list_tasks(
-            conn, namespace, queue=queue, state=state, limit=page_size, before_id=before
+            conn,
+            namespace,
+            queue=queue,
+            state=state,
+            handler=handler,
+            idempotency_key=idempotency_key,
+            created_after=_utc(created_after),
+            created_before=_utc(created_before),
+            limit=page_size,
+            before_id=before,
         )
     token = base64.urlsafe_b64encode(last.encode()).decode() if last else None
     return schemas.TaskPage(

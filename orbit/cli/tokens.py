@@ -28,7 +28,8 @@ def create(
     database_url: DatabaseUrl,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="The token's namespace.")],
     role: Annotated[
-        list[str], typer.Option("--role", "-r", help="submit, work, review or admin (repeat).")
+        list[str],
+        typer.Option("--role", "-r", help="read, submit, work, review or admin (repeat)."),
     ],
     name: Annotated[
         str | None, typer.Option(help="A name to find it by (default: random).")

@@ -10,7 +10,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.schema import task_attempts, task_events, tasks
+from orbit_store.ids import id_floor
+from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
 
 from .routing import WAITING_REASONS, LiveWorkers, live_workers
 
@@ -166,16 +167,42 @@ def list_tasks(
     *,
     queue: str | None = None,
     state: str | None = None,
+    handler: str | None = None,
+    idempotency_key: str | None = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
     limit: int = 50,
     before_id: str | None = None,
 ) -> tuple[list[TaskView], str | None]:
-    """Newest first. Returns the page and the id to pass as ``before_id`` for the next one."""
+    """Newest first. Returns the page and the id to pass as ``before_id`` for the next one.
+
+    The cursor is an id, so a page never repeats or skips a task however many are submitted or
+    change state meanwhile. ``created_after``/``created_before`` (naive UTC, inclusive/exclusive)
+    are id bounds too (ids are time-ordered); ``idempotency_key`` is looked up by its primary
+    key first."""
     limit = max(1, min(limit, MAX_PAGE))
     query = sa.select(tasks).where(tasks.c.namespace == namespace)
-    if queue is not None:
-        query = query.where(tasks.c.queue == queue)
-    if state is not None:
-        query = query.where(tasks.c.state == state)
+    if idempotency_key is not None:
+        task_id = conn.execute(
+            sa.select(submission_keys.c.task_id).where(
+                submission_keys.c.namespace == namespace,
+                submission_keys.c.idempotency_key == idempotency_key,
+            )
+        ).scalar_one_or_none()
+        if task_id is None:
+            return [], None
+        query = query.where(tasks.c.id == task_id)
+    for column, value in (
+        (tasks.c.queue, queue),
+        (tasks.c.state, state),
+        (tasks.c.handler, handler),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    if created_after is not None:
+        query = query.where(tasks.c.id >= id_floor(_unix_ms(created_after)))
+    if created_before is not None:
+        query = query.where(tasks.c.id < id_floor(_unix_ms(created_before)))
     if before_id is not None:
         query = query.where(tasks.c.id < before_id)
     rows = conn.execute(query.order_by(tasks.c.id.desc()).limit(limit + 1)).all()
@@ -183,3 +210,8 @@ def list_tasks(
     workers = live_workers(conn, namespace) if waiting else None
     page = [_task_view(r, workers) for r in rows[:limit]]
     return page, (page[-1].id if len(rows) > limit else None)
+
+
+def _unix_ms(at: dt.datetime) -> int:
+    """Milliseconds since the epoch of a naive UTC instant."""
+    return int(at.replace(tzinfo=dt.UTC).timestamp() * 1000)

@@ -40,7 +40,7 @@ credentials = sa.Table(
     sa.Column("name", sa.String(KEY_LENGTH), nullable=False),
     # sha256 of the bearer token: the token itself is never stored.
     sa.Column("token_hash", sa.String(64), nullable=False),
-    # Space-separated roles out of submit, work, review, admin.
+    # Space-separated roles out of read, submit, work, review, admin.
     sa.Column("roles", sa.String(KEY_LENGTH), nullable=False),
     sa.Column("source", sa.String(16), nullable=False),
     created_at_column(),

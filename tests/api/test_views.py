@@ -1,0 +1,109 @@
+"""The read-only API the console is built on: the overview, worker sessions and the task list's
+filters, each scoped to the token's namespace; a ``read`` token sees and changes nothing else."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from orbit_store.credentials import create_token
+from orbit_store.db import run_transaction
+
+from .conftest import Api
+
+
+def _token(engine: sa.Engine, namespace: str, *roles: str) -> dict[str, str]:
+    issued = run_transaction(
+        engine,
+        functools.partial(
+            create_token, namespace=namespace, name=f"t-{'-'.join(roles)}", roles=list(roles)
+        ),
+    )
+    return {"Authorization": f"Bearer {issued.token}"}
+
+
+@pytest.fixture
+def http(api: Api) -> Iterator[TestClient]:
+    with TestClient(api.app) as client:
+        client.headers["Authorization"] = f"Bearer {api.token}"
+        yield client
+
+
+def _submit(http: TestClient, api: Api, **body: object) -> str:
+    answer = http.post(f"/v1/namespaces/{api.namespace}/tasks", json=body)
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["id"])
+
+
+def test_the_task_list_finds_a_task_by_key_handler_and_creation_time(
+    api: Api, http: TestClient
+) -> None:
+    tasks = f"/v1/namespaces/{api.namespace}/tasks"
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
+    mail = _submit(http, api, handler="shop.mail", idempotency_key="order-7")
+    _submit(http, api, handler="shop.charge", idempotency_key="order-8")
+
+    def ids(**query: str) -> list[str]:
+        answer = http.get(tasks, params=query)
+        assert answer.status_code == 200, answer.text
+        return [t["id"] for t in answer.json()["items"]]
+
+    assert ids(idempotency_key="order-7") == [mail]
+    assert ids(idempotency_key="no-such-key") == []
+    assert ids(handler="shop.mail") == [mail]
+    assert len(ids(created_after=before.isoformat())) == 2
+    assert ids(created_before=before.isoformat()) == []
+    assert ids(handler="shop.mail", state="SUCCEEDED") == []
+
+
+def test_overview_and_worker_sessions_answer_for_the_token_s_namespace(
+    api: Api, http: TestClient
+) -> None:
+    _submit(http, api, handler="h")
+    session = http.post(
+        "/v1/worker-sessions",
+        json={"namespace": api.namespace, "worker_name": "w-1", "handlers": ["h"]},
+    ).json()
+
+    overview = http.get(f"/v1/namespaces/{api.namespace}/overview").json()
+    (queue,) = overview["queues"]
+    assert (queue["name"], queue["tasks"]["WAITING"]) == ("default", 1)
+    assert overview["needs_review"] == 0 and len(overview["outcomes_per_minute"]) == 15
+
+    sessions = http.get(f"/v1/namespaces/{api.namespace}/worker-sessions").json()["items"]
+    assert [(s["id"], s["state"], s["handlers"]) for s in sessions] == [
+        (session["id"], "ACTIVE", ["h"])
+    ]
+
+
+def test_a_read_token_reads_everything_and_changes_nothing(
+    api: Api, http: TestClient, mariadb_engine: sa.Engine
+) -> None:
+    task = _submit(http, api, handler="h")
+    viewer = _token(mariadb_engine, api.namespace, "read")
+    base = f"/v1/namespaces/{api.namespace}"
+    for path in ("/overview", "/worker-sessions", "/tasks", f"/tasks/{task}", "/schedules"):
+        assert http.get(base + path, headers=viewer).status_code == 200, path
+    refused = http.post(f"{base}/tasks/{task}/cancel", json={}, headers=viewer)
+    assert refused.status_code == 403
+    assert "submit role" in refused.json()["detail"]
+    assert http.post(f"{base}/tasks", json={"handler": "h"}, headers=viewer).status_code == 403
+    assert http.get(f"{base}/tasks/{task}").json()["state"] == "WAITING"
+
+
+def test_another_namespace_s_token_sees_nothing_of_this_one(
+    api: Api, http: TestClient, mariadb_engine: sa.Engine
+) -> None:
+    _submit(http, api, handler="h")
+    elsewhere = f"elsewhere-{uuid.uuid4().hex[:8]}"
+    stranger = _token(mariadb_engine, elsewhere, "admin")
+    for path in ("/overview", "/worker-sessions", "/tasks"):
+        answer = http.get(f"/v1/namespaces/{api.namespace}{path}", headers=stranger)
+        assert answer.status_code == 403, path
+        assert answer.json()["token_namespace"] == elsewhere
