@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from orbit import __version__
+from orbit import __version__, console
 from orbit.engines import (
     deliveries,
     gauges,
@@ -221,6 +221,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         routes_identity,
     ):
         app.include_router(routes.router)
+    console.install(app)  # the web console under /ui, a client of the routes above
     app.router.routes[:] = [route for route in app.router.routes if route not in docs] + docs
     # Built now, with the hot routes in front (hot_routes.py) and request ids outermost, so
     # that every answer carries one, a 500 too. No middleware is added later.

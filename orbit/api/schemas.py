@@ -118,6 +118,11 @@ class Attempt(Out):
     error: Any
     late_outcome: str | None
     late_reported_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None = Field(None, description="Its last lease renewal.")
+    late_result: Any = Field(
+        None, description="The late report's result: evidence of what a lost worker did."
+    )
+    late_error: Any = Field(None, description="The late report's error, if it failed.")
     epoch: int = Field(0, description="Restore epoch of the grant (with generation: the fence).")
 
 

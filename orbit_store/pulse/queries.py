@@ -66,6 +66,9 @@ class AttemptView:
     error: Any
     late_outcome: str | None
     late_reported_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None = None  # its last lease renewal
+    late_result: Any = None  # what the late report said: evidence, never applied
+    late_error: Any = None
     epoch: int = 0  # the restore epoch it was granted under (orbit_store/fencing.py)
 
 

@@ -54,3 +54,31 @@ def test_a_quiet_task_is_read_at_once(pulse: PulseDriver) -> None:
     assert detail is not None
     assert detail.task.state == "LEASED"
     assert [a.id for a in detail.attempts] == [grant.attempt_id]
+
+
+def test_the_detail_shows_each_attempt_s_heartbeat_and_a_late_report_as_evidence_inv3(
+    pulse: PulseDriver,
+) -> None:
+    """What a reviewer needs (seed §2): when each attempt last renewed its lease, and what a
+    superseded attempt reported late — kept, never applied."""
+    pulse.submit()
+    stale = pulse.claim_one()
+    pulse.start(stale)
+    pulse.heartbeat(stale)
+    pulse.advance(31)
+    pulse.reap()  # a safe task: back to WAITING, then claimed again once its backoff ends
+    pulse.advance(3600)
+    current = pulse.claim_one()
+    pulse.succeed(stale, result={"charged": True})
+
+    with pulse.engine.connect() as conn:
+        detail = queries.get_task(conn, pulse.namespace, current.task_id)
+    assert detail is not None
+    first, second = detail.attempts
+    assert first.heartbeat_at is not None and second.heartbeat_at is None
+    assert (first.outcome, first.late_outcome, first.late_result) == (
+        "LAPSED",
+        "SUCCEEDED",
+        {"charged": True},
+    )
+    assert detail.task.state == "LEASED" and second.late_result is None
