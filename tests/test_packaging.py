@@ -3,7 +3,11 @@ distribution in sdk/), and the CLI answers --version and --help."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -68,3 +72,32 @@ def test_version_and_help() -> None:
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
         assert "Usage" in result.output
+
+
+def test_the_wheel_ships_every_console_asset(tmp_path: Path) -> None:
+    """The web console works from an installed wheel, not only from a clone: its page, styles,
+    modules and vendored libraries (with their licences) are package data."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("orbit", "orbit_store", "operator", "migrations", "crds"):
+        shutil.copytree(
+            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(source)],
+        check=True,
+        timeout=600,
+    )
+    (wheel,) = dist.glob("orbit-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    static = ROOT / "orbit" / "console" / "static"
+    assets = {
+        f"orbit/console/{p.relative_to(static.parent).as_posix()}"
+        for p in static.rglob("*")
+        if p.is_file()
+    }
+    assert "orbit/console/static/vendor/preact.LICENSE" in assets
+    assert assets - shipped == set()
