@@ -25,6 +25,7 @@ from orbit_store.schedules.model import (
     TaskTemplate,
 )
 from orbit_store.schedules.queries import get_schedule, list_schedules
+from orbit_store.schedules.trigger import trigger_schedule
 
 from . import schedule_schemas as wire
 from .auth import READ_ROLES, CurrentCredential, authorize
@@ -276,6 +277,36 @@ def resume(
 ) -> wire.Schedule:
     """Audited."""
     return _set_suspended(ctx, credential, namespace, name, False, body)
+
+
+@router.post(
+    "/{name}/trigger",
+    response_model=wire.Triggered,
+    responses=PROBLEMS,
+    summary="Trigger now: fire once at this instant (audited)",
+)
+def trigger(
+    namespace: Namespace,
+    name: Name,
+    credential: CurrentCredential,
+    ctx: Ctx,
+    body: wire.ScheduleControl | None = None,
+) -> wire.Triggered:
+    """Besides the cron instants, which go on as before; a suspended schedule can be triggered.
+    The concurrency policy applies: a Forbid schedule with an unfinished task answers SKIPPED
+    (recorded in the ledger like any decided instant)."""
+    authorize(credential, namespace, Role.SUBMIT)
+    fired = run_transaction(
+        ctx.engine,
+        functools.partial(
+            trigger_schedule,
+            namespace=namespace,
+            name=name,
+            actor=credential.name,
+            reason=body.reason if body else "",
+        ),
+    )
+    return wire.Triggered.model_validate(fired.__dict__)
 
 
 @router.delete("/{name}", status_code=204, responses=PROBLEMS, summary="Delete a schedule")

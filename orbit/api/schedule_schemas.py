@@ -108,6 +108,14 @@ class Schedule(Out):
     occurrences: list[Occurrence] = Field(default_factory=list, description="Newest first.")
 
 
+class Triggered(Out):
+    status: Literal["FIRED", "SKIPPED"]
+    reason: str = Field(..., description="Manual when fired; else why not (ConcurrencyForbid, …).")
+    message: str
+    scheduled_at: dt.datetime = Field(..., description="The instant it fired at: now.")
+    task_id: str | None
+
+
 class SchedulePage(Out):
     items: list[Schedule]
     next_page_token: str | None

@@ -114,6 +114,9 @@ def dev(
     print(
         f"export ORBIT_SERVER={server} ORBIT_NAMESPACE={namespace} ORBIT_TOKEN={token}", flush=True
     )
+    # The token rides in the fragment, which browsers never send to a server: the login page
+    # reads it, signs in and drops it from the address.
+    _say(f"web console: {server}/ui/login#token={token}")
     settings = ServerSettings(
         database_url=str(engine.url),
         host=host,

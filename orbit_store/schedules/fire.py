@@ -78,7 +78,7 @@ def fire_next(conn: sa.Connection, *, namespace: str, schedule_id: str) -> FireS
         verdict: Verdict = (OccurrenceStatus.MISSED, decision.reason, decision.message, None)
         first, through, instants = decision.first, decision.through, decision.instants
     else:
-        verdict = _fire(conn, row, decision, now)
+        verdict = apply_fire(conn, row, decision, now)
         first = through = decision.instant
         instants = 1
     status, reason, message, task_id = verdict
@@ -113,8 +113,9 @@ def fire_next(conn: sa.Connection, *, namespace: str, schedule_id: str) -> FireS
     )
 
 
-def _fire(conn: sa.Connection, row: sa.Row[Any], fire: Fire, now: dt.datetime) -> Verdict:
-    """Apply concurrencyPolicy, then submit the task (quotas, queue checks, idempotency)."""
+def apply_fire(conn: sa.Connection, row: sa.Row[Any], fire: Fire, now: dt.datetime) -> Verdict:
+    """Apply concurrencyPolicy, then submit the task (quotas, queue checks, idempotency); the
+    schedule row is locked by the caller. Also the core of a manual trigger (``trigger.py``)."""
     policy = ConcurrencyPolicy(row.concurrency_policy)
     previous = _unfinished_tasks(conn, row) if policy is not ConcurrencyPolicy.ALLOW else []
     if previous and policy is ConcurrencyPolicy.FORBID:

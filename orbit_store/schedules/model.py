@@ -57,6 +57,7 @@ class Reason(enum.StrEnum):
     FIRE_ONCE = "FireOnce"
     CATCH_UP = "CatchUp"
     REPLACED = "Replaced"
+    MANUAL = "Manual"  # triggered now by a person, besides the cron instants
     # SKIPPED: the instant was due and decided, but no task was created
     CONCURRENCY_FORBID = "ConcurrencyForbid"
     PREVIOUS_AWAITS_REVIEW = "PreviousAwaitsReview"

@@ -107,3 +107,27 @@ def test_another_namespace_s_token_sees_nothing_of_this_one(
         answer = http.get(f"/v1/namespaces/{api.namespace}{path}", headers=stranger)
         assert answer.status_code == 403, path
         assert answer.json()["token_namespace"] == elsewhere
+
+
+def test_trigger_now_fires_a_schedule_once_and_needs_the_submit_role(
+    api: Api, http: TestClient, mariadb_engine: sa.Engine
+) -> None:
+    base = f"/v1/namespaces/{api.namespace}/schedules"
+    created = http.post(
+        base, json={"name": "nightly", "cron": "0 3 * * *", "task": {"handler": "h"}}
+    )
+    assert created.status_code == 201, created.text
+    viewer = _token(mariadb_engine, api.namespace, "read")
+    assert http.post(f"{base}/nightly/trigger", headers=viewer).status_code == 403
+
+    fired = http.post(f"{base}/nightly/trigger", json={"reason": "needed now"})
+
+    assert fired.status_code == 200, fired.text
+    body = fired.json()
+    assert (body["status"], body["reason"]) == ("FIRED", "Manual")
+    task = http.get(f"/v1/namespaces/{api.namespace}/tasks/{body['task_id']}").json()
+    assert task["handler"] == "h"
+    schedule = http.get(f"{base}/nightly").json()
+    assert schedule["next_fire_at"] == created.json()["next_fire_at"]
+    assert [o["reason"] for o in schedule["occurrences"]] == ["Manual"]
+    assert http.post(f"{base}/missing/trigger").status_code == 404

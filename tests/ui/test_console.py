@@ -7,11 +7,15 @@ action; another namespace's token sees nothing of this one."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from e2e.conftest import wait_until
+from e2e.conftest import ORBIT, free_port, wait_until
 from playwright.sync_api import expect
 
 from .conftest import Screens, Tenant, sign_in
@@ -185,7 +189,7 @@ def test_a_workflow_graph_advances_live_as_its_signal_is_sent(
     assert page.evaluate("window.stillThisPage") is True
 
 
-def test_suspend_a_schedule_from_the_console(
+def test_suspend_and_trigger_a_schedule_from_the_console(
     tenant: Tenant, page_for: Callable[..., Page], screens: Screens
 ) -> None:
     with tenant.api as api:
@@ -213,14 +217,25 @@ def test_suspend_a_schedule_from_the_console(
     screens.save(page, "schedules")
 
     row.get_by_role("link", name="nightly").click()
+    page.get_by_role("button", name="Trigger now…").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Reason").fill("the report is needed before the meeting")
+    dialog.get_by_role("button", name="Trigger now").click()
+    ledger = page.get_by_role("region", name="Occurrences, newest first")
+    expect(ledger.locator("tbody tr")).to_have_count(1)
+    expect(ledger.locator("tbody tr")).to_contain_text("Manual")
     fires = page.get_by_role("region", name="Next fires of nightly")
     expect(fires.locator("tbody tr")).to_have_count(5)
     expect(fires).to_contain_text(re.compile(r"02:30(:00)? \+0[12]:00"))
     screens.save(page, "schedule")
     with tenant.api as api:
         assert api.get("/schedules/nightly").json()["suspend"] is True
-        audit = httpx_get(tenant, "/v1/audit", action="schedule.suspend")
-    assert [e["reason"] for e in audit["items"]] == ["database maintenance tonight"]
+        audit = httpx_get(tenant, "/v1/audit", action="schedule.*")
+    assert [(e["action"], e["reason"]) for e in audit["items"]] == [
+        ("schedule.trigger", "the report is needed before the meeting"),
+        ("schedule.suspend", "database maintenance tonight"),
+        ("schedule.create", "create through the API"),
+    ]
 
 
 def httpx_get(tenant: Tenant, path: str, **params: str) -> Any:
@@ -354,3 +369,31 @@ def test_every_page_on_a_phone_in_dark_mode_and_the_workers_page(
     # Every page is reachable by keyboard: the skip link is the first stop.
     phone.keyboard.press("Tab")
     assert phone.evaluate("document.activeElement.textContent") == "Skip to the page"
+
+
+def test_orbit_dev_prints_a_console_link_that_signs_in_on_first_try(
+    page_for: Callable[..., Page], tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "dev.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    with log.open("wb") as sink:
+        dev = subprocess.Popen(
+            [ORBIT, "dev", "--db", str(tmp_path / "dev.db"), "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        line = wait_until(lambda: re.search(r"web console: (\S+)", log.read_text()))
+        link = line.group(1)
+        assert link.startswith(f"http://127.0.0.1:{port}/ui/login#token=orb_")
+        page = page_for()
+        page.goto(link)
+        expect(page).to_have_url(f"http://127.0.0.1:{port}/ui/ns/dev")  # the token left the URL
+        expect(page.get_by_role("heading", level=1)).to_have_text("Overview")
+        expect(page.locator(".freshness")).to_contain_text("Updated")
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        dev.wait(30)

@@ -54,6 +54,25 @@ function SuspendButton({ namespace, schedule, onDone }) {
     <//>`;
 }
 
+function TriggerButton({ namespace, schedule, onDone }) {
+  const [open, setOpen] = useState(false);
+  const [reason, setReason] = useState("");
+  const run = async () => {
+    const fired = await api(`${ns(namespace)}/schedules/${schedule.name}/trigger`, {
+      method: "POST",
+      body: { reason },
+    });
+    setOpen(false);
+    onDone(fired);
+  };
+  return html`<button type="button" onClick=${() => setOpen(true)}>Trigger now…</button>
+    <${Confirm} open=${open} title=${`Trigger schedule ${schedule.name} now`} confirmLabel="Trigger now"
+      onClose=${() => setOpen(false)} onConfirm=${run}>
+      <p>One task of <code>${schedule.task.handler}</code> is created now, besides the cron instants (which go on as before${schedule.suspend ? "; it stays suspended" : ""}). Its concurrency policy (${schedule.concurrency_policy}) applies. Recorded in the ledger as Manual, and audited.</p>
+      <${Field} label="Reason (optional)"><input name="reason" value=${reason} onInput=${(e) => setReason(e.target.value)} /><//>
+    <//>`;
+}
+
 export function Schedules({ ns: namespace, session }) {
   const poll = usePoll(() => api(`${ns(namespace)}/schedules?page_size=500`), [namespace], 10000);
   const items = poll.data?.items || [];
@@ -70,7 +89,8 @@ export function Schedules({ ns: namespace, session }) {
         <td>${utc(s.next_fire_at)}</td>
         <td><${Time} at=${s.last_fire_at} /></td>
         <td class="num">${s.active_tasks}</td>
-        <td>${can(session, "submit") ? html`<${SuspendButton} namespace=${namespace} schedule=${s} onDone=${poll.refresh} />` : null}</td>
+        <td class="row-actions">${can(session, "submit") ? html`<${SuspendButton} namespace=${namespace} schedule=${s} onDone=${poll.refresh} />
+          <${TriggerButton} namespace=${namespace} schedule=${s} onDone=${poll.refresh} />` : null}</td>
       </tr>`)}
     <//>
   <//>`;
@@ -85,7 +105,8 @@ export function ScheduleDetail({ ns: namespace, name, session }) {
   const s = poll.data;
   const base = `/ui/ns/${encodeURIComponent(namespace)}`;
   const actions = s && can(session, "submit")
-    ? html`<${SuspendButton} namespace=${namespace} schedule=${s} onDone=${poll.refresh} />` : null;
+    ? html`<${SuspendButton} namespace=${namespace} schedule=${s} onDone=${poll.refresh} />
+      <${TriggerButton} namespace=${namespace} schedule=${s} onDone=${poll.refresh} />` : null;
   return html`<${Page} title=${`Schedule ${name}`} subtitle=${s ? html`<${State} state=${s.state} /> version ${s.version}` : null} actions=${actions}>
     <${Freshness} poll=${poll} />
     ${s ? html`
