@@ -397,7 +397,7 @@ def test_credential_with_unknown_role_is_refused() -> None:
         "credential-unknown-role.yaml",
         by="schema",
         at="spec.roles.1",
-        says="'superuser' is not one of ['submit', 'work', 'review', 'admin']",
+        says="'superuser' is not one of ['read', 'submit', 'work', 'review', 'admin']",
     )
 
 

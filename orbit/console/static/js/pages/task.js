@@ -67,8 +67,14 @@ function Attempts({ attempts }) {
 function Evidence({ task }) {
   const late = task.attempts.filter((a) => a.late_outcome);
   const reported = task.attempts.filter((a) => a.result != null || a.error != null);
-  if (!late.length && !reported.length) return html`<p class="muted">No attempt reported anything.</p>`;
+  const silent = task.attempts.filter((a) => a.outcome === "LAPSED" || a.outcome === "UNKNOWN");
+  if (!late.length && !reported.length && !silent.length)
+    return html`<p class="muted">No attempt reported anything.</p>`;
   return html`<ul class="evidence">
+    ${silent.map((a) => html`<li><strong>Attempt ${a.generation} ${a.outcome === "LAPSED" ? "was lost" : "could not tell"}</strong>:
+      ${a.outcome === "LAPSED"
+        ? `its worker stopped renewing the lease (last heartbeat ${a.heartbeat_at ? utc(a.heartbeat_at) : "none"}, lease ended ${utc(a.lease_expires_at)}) after it started ${utc(a.started_at)}; whether its effect happened is unknown.`
+        : `its worker reported an unknown outcome (${a.outcome_reason || "no reason given"}).`}</li>`)}
     ${late.map((a) => html`<li><strong>Late report of attempt ${a.generation}</strong> (${a.late_outcome},
       ${utc(a.late_reported_at)}): kept as evidence, never applied.
       <${Json} value=${a.late_result ?? a.late_error} label=${`late report of attempt ${a.generation}`} /></li>`)}
