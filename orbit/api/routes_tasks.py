@@ -19,6 +19,7 @@ from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.waiting import waiting_causes
 
 from . import limits, schemas
 from .auth import READ_ROLES, CurrentCredential, authorize
@@ -161,8 +162,17 @@ def get(
 ) -> schemas.TaskDetail:
     authorize(credential, namespace, *READ_ROLES)
     detail = _detail(ctx, namespace, task_id)
+    causes = []
+    if detail.task.state == "WAITING":
+        with ctx.engine.connect() as conn:
+            causes = waiting_causes(conn, namespace, task_id)
     return schemas.TaskDetail.model_validate(
-        {**detail.task.__dict__, "attempts": detail.attempts, "events": detail.events}
+        {
+            **detail.task.__dict__,
+            "attempts": detail.attempts,
+            "events": detail.events,
+            "waiting_causes": causes,
+        }
     )
 
 

@@ -136,9 +136,27 @@ class TaskEvent(Out):
     at: dt.datetime
 
 
+class WaitCause(Out):
+    kind: Literal[
+        "scheduled",
+        "gate_closed",
+        "concurrency_limit",
+        "queue_paused",
+        "quota_full",
+        "no_live_worker",
+    ]
+    detail: str = Field(..., description="What holds the task, in words.")
+
+
 class TaskDetail(Task):
     attempts: list[Attempt]
     events: list[TaskEvent]
+    waiting_causes: list[WaitCause] = Field(
+        default_factory=list,
+        description="For a WAITING task: every cause that keeps it from starting now (not due, "
+        "workflow paused, concurrency key full, queue paused, max-running quota full, no live "
+        "worker for its queue and handler). Empty: it is ready and the next free worker takes it.",
+    )
 
 
 class TaskPage(Out):

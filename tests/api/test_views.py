@@ -131,3 +131,13 @@ def test_trigger_now_fires_a_schedule_once_and_needs_the_submit_role(
     assert schedule["next_fire_at"] == created.json()["next_fire_at"]
     assert [o["reason"] for o in schedule["occurrences"]] == ["Manual"]
     assert http.post(f"{base}/missing/trigger").status_code == 404
+
+
+def test_a_waiting_task_says_why_it_waits(api: Api, http: TestClient) -> None:
+    tasks = f"/v1/namespaces/{api.namespace}/tasks"
+    later = _submit(http, api, handler="h", delay_seconds=3600)
+    detail = http.get(f"{tasks}/{later}").json()
+    assert [c["kind"] for c in detail["waiting_causes"]] == ["scheduled", "no_live_worker"]
+    assert "no live worker session serves queue 'default'" in detail["waiting_causes"][1]["detail"]
+    listed = http.get(tasks).json()["items"][0]
+    assert "waiting_causes" not in listed  # one task at a time: never per row of a list

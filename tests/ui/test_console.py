@@ -300,6 +300,9 @@ def test_a_read_only_token_sees_no_action_controls_and_a_forged_action_is_refuse
     screens.save(page, "tasks-read-only")
     page.goto(f"{base}/tasks/{task['id']}")
     expect(_state(page)).to_have_text("WAITING")
+    expect(page.locator(".where [data-cause]")).to_have_text(  # why it waits
+        [re.compile(r"^not before "), re.compile(r"^no live worker session serves queue")]
+    )
     expect(page.locator(".page-actions button")).to_have_count(0)
     page.goto(f"{base}/schedules")
     expect(_rows(page, "hourly")).to_have_count(1)

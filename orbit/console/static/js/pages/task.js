@@ -6,17 +6,15 @@ import { html, useState } from "../lib.js";
 import { usePoll } from "../poll.js";
 import { navigate } from "../router.js";
 import { Confirm, Field, Freshness, Json, Page, State, Table, TERMINAL, Time, utc } from "../ui.js";
-import { waitingWords } from "./tasks.js";
 
 // Where the task is, in a sentence: for a waiting task, why it waits.
 function whereItIs(task) {
   const attempt = task.attempts.at(-1);
   switch (task.state) {
-    case "WAITING": {
-      const later = new Date(task.available_at) > new Date();
-      const why = waitingWords(task);
-      return later ? `${why} (${utc(task.available_at)})` : why;
-    }
+    case "WAITING":
+      return task.waiting_causes.length
+        ? html`Waiting: <ul class="causes">${task.waiting_causes.map((c) => html`<li data-cause=${c.kind}>${c.detail}</li>`)}</ul>`
+        : "Ready: the next free worker takes it.";
     case "LEASED":
       return `Leased by attempt ${attempt?.generation}; waiting for its worker to start it (lease ends ${utc(attempt?.lease_expires_at)}).`;
     case "RUNNING":
