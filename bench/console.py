@@ -15,41 +15,29 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
-from dispatch import DEFAULT_SERVER, server
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.dispatch import DEFAULT_SERVER, server  # the repository root, added above
+from bench.e2e import cpu_seconds, mariadb_pid
 from orbit_store import migrate
 from orbit_store.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
+from tests.ui.chromium import CHROMIUM, FLAGS
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 FLOW = {
     "steps": [
         {"name": "approval", "wait": {"signal": "approved", "timeoutSeconds": 86400}},
         {"name": "ship", "dependsOn": ["approval"], "task": {"handler": "shop.ship"}},
     ]
 }
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of process ``pid`` so far (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def server_pid(port: int) -> int:
@@ -90,11 +78,12 @@ def fill(url: str, namespace: str, token: str) -> dict[str, str]:
     return {"task": tasks[-1], "workflow": flow}
 
 
-def measure(pid: int, seconds: float) -> float:
-    """The share of one core process ``pid`` used over ``seconds``."""
-    before, started = cpu_seconds(pid), time.monotonic()
+def measure(pids: list[int], seconds: float) -> list[float]:
+    """The share of one core each of ``pids`` used over ``seconds``."""
+    before, started = [cpu_seconds(p) for p in pids], time.monotonic()
     time.sleep(seconds)
-    return (cpu_seconds(pid) - before) / (time.monotonic() - started)
+    took = time.monotonic() - started
+    return [(cpu_seconds(p) - b) / took for p, b in zip(pids, before, strict=True)]
 
 
 def main() -> None:
@@ -122,8 +111,8 @@ def main() -> None:
         ).token
         with server(url) as base:
             ids = fill(base, namespace, token)
-            pid = server_pid(int(base.rsplit(":", 1)[1]))
-            idle = measure(pid, args.seconds)
+            pids = [server_pid(int(base.rsplit(":", 1)[1])), mariadb_pid() or os.getpid()]
+            idle, idle_db = measure(pids, args.seconds)
             ui = f"{base}/ui/ns/{namespace}"
             pages = [
                 ui,
@@ -154,7 +143,7 @@ def main() -> None:
                 opened[0].goto(pages[0])
                 time.sleep(10)  # every page has loaded and settled into its polling
                 visible = sum(p.evaluate("document.visibilityState") == "visible" for p in opened)
-                busy = measure(pid, args.seconds)
+                busy, busy_db = measure(pids, args.seconds)
                 browser.close()
         print(f"server CPU, idle (engine loops only): {idle * 100:.2f}% of one core")
         print(
@@ -164,6 +153,10 @@ def main() -> None:
         print(
             f"the console's share: {(busy - idle) * 100:.2f}% of one core "
             f"over {args.seconds:.0f} s; load average {os.getloadavg()[0]:.2f}"
+        )
+        print(
+            "MariaDB (all of it, every client on this machine): "
+            f"{idle_db * 100:.2f}% idle, {busy_db * 100:.2f}% with the pages open"
         )
     finally:
         with admin.begin() as conn:

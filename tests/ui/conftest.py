@@ -19,46 +19,24 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
-from e2e.conftest import ORBIT, ROOT, Server, is_ready, start_server, stop_server, wait_until
+
+# The end-to-end tests' real server on a MariaDB database of its own serves the browser tests too.
+from e2e.conftest import ORBIT, ROOT, Server, mariadb_engine, mariadb_url, server
+
+from .chromium import CHROMIUM, FLAGS
+
+__all__ = ["mariadb_engine", "mariadb_url", "server"]  # fixtures, used by name
 
 from orbit_store.credentials import create_token
-from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.db import run_transaction
 from orbit_store.pulse.model import QueuePolicy
 from orbit_store.pulse.queues import put_queue
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 DESKTOP = {"width": 1280, "height": 800}
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():  # scripts/ensure-chromium installs it
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
-
-
-@pytest.fixture(scope="session")
-def ui_engine(migrated_database: Callable[[], str]) -> Iterator[sa.Engine]:
-    engine = create_store_engine(migrated_database())
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(scope="session")
-def ui_server(ui_engine: sa.Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("ui-server") / "server.log"
-    url = ui_engine.url.render_as_string(hide_password=False)
-    fast = ["--reaper-interval", "0.2", "--heartbeat-interval", "0.5", "--gauge-interval", "0.5"]
-    server = start_server(url, log, *fast)
-    wait_until(lambda: is_ready(server), timeout=60)
-    yield server
-    stop_server(server)
 
 
 @dataclass
@@ -122,9 +100,9 @@ class Tenant:
 
 
 @pytest.fixture
-def tenant(ui_server: Server, ui_engine: sa.Engine, tmp_path: Path) -> Iterator[Tenant]:
+def tenant(server: Server, mariadb_engine: sa.Engine, tmp_path: Path) -> Iterator[Tenant]:
     namespace = f"ui-{uuid.uuid4().hex[:8]}"
-    t = Tenant(namespace, "", ui_server, ui_engine, tmp_path, [])
+    t = Tenant(namespace, "", server, mariadb_engine, tmp_path, [])
     t.token = t.token_with("admin")
     yield t
     for worker in t.workers:
