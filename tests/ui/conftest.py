@@ -37,6 +37,9 @@ DESKTOP = {"width": 1280, "height": 800}
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():  # scripts/ensure-chromium installs it
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+# Generous (ms): a page waits on its server, which waits on a loaded machine's MariaDB; a check
+# passes as soon as its condition holds.
+playwright_api.expect.set_options(timeout=20_000)
 
 
 @dataclass
