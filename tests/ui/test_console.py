@@ -109,7 +109,8 @@ def test_a_stuck_task_is_found_reviewed_and_retried_from_the_console_inv7_inv8(
     screens.save(page, "overview")
     waiting.get_by_role("link").click()
     expect(page).to_have_url(re.compile(r"/review$"))
-    expect(_rows(page, task["id"])).to_have_count(1)
+    expect(_rows(page, task["id"])).to_contain_text("lease lapsed while running (unsafe)")
+    expect(_rows(page, task["id"])).to_contain_text("LAPSED")
     screens.save(page, "review")
 
     page.get_by_role("link", name=f"Open task {task['id']} to review it").click()
