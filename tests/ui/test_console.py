@@ -228,6 +228,7 @@ def test_suspend_and_trigger_a_schedule_from_the_console(
     fires = page.get_by_role("region", name="Next fires of nightly")
     expect(fires.locator("tbody tr")).to_have_count(5)
     expect(fires).to_contain_text(re.compile(r"02:30(:00)? \+0[12]:00"))
+    expect(fires).to_contain_text(re.compile("Central European (Standard|Summer) Time"))  # DST
     screens.save(page, "schedule")
     with tenant.api as api:
         assert api.get("/schedules/nightly").json()["suspend"] is True

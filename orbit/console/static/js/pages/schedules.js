@@ -12,6 +12,16 @@ function local(iso) {
   return `${found[1]} ${found[2]} ${found[3] === "Z" ? "+00:00" : found[3] || ""}`;
 }
 
+// The zone's name for an instant ("Central European Summer Time"): says whether DST is on.
+function zoneName(at, timeZone) {
+  try {
+    const parts = new Intl.DateTimeFormat("en-US", { timeZone, timeZoneName: "long" }).formatToParts(new Date(at));
+    return parts.find((p) => p.type === "timeZoneName")?.value || "";
+  } catch {
+    return "";
+  }
+}
+
 function NextFires({ namespace, schedule, count = 5 }) {
   const poll = usePoll(
     () => api(`${ns(namespace)}/schedules/preview`, {
@@ -25,7 +35,7 @@ function NextFires({ namespace, schedule, count = 5 }) {
   const offsets = new Set(instants.map((i) => local(i.local).slice(-6)));
   return html`<${Table} caption=${`Next fires of ${schedule.name}`} head=${["UTC", `Local (${schedule.time_zone})`]}
     empty=${poll.data && !instants.length ? "It fires no more." : null}>
-    ${instants.map((i) => html`<tr><td>${utc(i.at)}</td><td>${local(i.local)}</td></tr>`)}
+    ${instants.map((i) => html`<tr><td>${utc(i.at)}</td><td>${local(i.local)} <span class="hint">${zoneName(i.at, schedule.time_zone)}</span></td></tr>`)}
   <//>
   ${offsets.size > 1 ? html`<p class="hint">The zone's UTC offset changes between these fires (daylight saving time).</p>` : null}
   ${schedule.state === "Suspended" ? html`<p class="hint">Suspended: these fire only after a resume.</p>` : null}`;
