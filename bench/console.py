@@ -90,17 +90,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument(
-        "--database", default=os.environ.get("ORBIT_BENCH_DATABASE", DEFAULT_SERVER)
-    )
+    parser.add_argument("--server", default=DEFAULT_SERVER, help="MariaDB server URL")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     name = f"orbit_bench_console_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(args.database)
+    admin = sa.create_engine(args.server)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    url = f"{args.database.rstrip('/')}/{name}"
+    url = f"{args.server.rstrip('/')}/{name}"
     try:
         engine = create_store_engine(url)
         migrate.upgrade(engine)
