@@ -22,6 +22,8 @@ from .conftest import Screens, Tenant, sign_in
 
 Page = Any
 LIVE = 60_000  # ms: generous, what the page shows depends on workers and engine loops
+#: Labels and contrast, checked in the page (tests/ui/readable.js).
+READABLE = Path(__file__).with_name("readable.js").read_text()
 
 ORDER_FLOW = {
     "steps": [
@@ -348,7 +350,7 @@ def test_a_token_of_another_namespace_sees_nothing_of_this_one(
     expect(page.get_by_text("No task matches these filters.")).to_be_visible()
 
 
-def test_every_page_on_a_phone_in_dark_mode_and_the_workers_page(
+def test_every_page_is_labelled_and_readable_in_light_and_dark_and_on_a_phone(
     tenant: Tenant, page_for: Callable[..., Page], screens: Screens
 ) -> None:
     tenant.start_worker()
@@ -361,11 +363,18 @@ def test_every_page_on_a_phone_in_dark_mode_and_the_workers_page(
     expect(_rows(page, "ACTIVE")).to_contain_text("ui.charge, ui.echo")
     screens.save(page, "workers")
 
+    pages = ("", "/tasks", "/review", "/schedules", "/workflows", "/workers", "/audit")
+    for name in pages:  # light, at 1280x800
+        page.goto(f"{tenant.server.url}/ui/ns/{tenant.namespace}{name}")
+        expect(page.locator(".freshness")).to_contain_text("Updated")
+        assert page.evaluate(READABLE) == [], name
+
     phone = page_for(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True)
     sign_in(phone, tenant.server, tenant.token)
-    for name in ("", "/tasks", "/review", "/schedules", "/workflows", "/workers", "/audit"):
+    for name in pages:
         phone.goto(f"{tenant.server.url}/ui/ns/{tenant.namespace}{name}")
         expect(phone.locator(".freshness")).to_contain_text("Updated")
+        assert phone.evaluate(READABLE) == [], name
         # Nothing wider than the screen but the tables and graphs, which scroll by themselves.
         assert phone.evaluate("document.documentElement.scrollWidth") <= 390, name
     phone.goto(f"{tenant.server.url}/ui/ns/{tenant.namespace}/tasks")
