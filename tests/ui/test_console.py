@@ -369,6 +369,22 @@ def test_every_page_is_labelled_and_readable_in_light_and_dark_and_on_a_phone(
         expect(page.locator(".freshness")).to_contain_text("Updated")
         assert page.evaluate(READABLE) == [], name
 
+    # Live by polling while visible; a hidden tab asks the server nothing (bench/console.md).
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.goto(f"{tenant.server.url}/ui/ns/{tenant.namespace}/tasks")
+    page.wait_for_timeout(6_000)  # the tasks page polls every 5 s
+    assert sum("/v1/" in url for url in asked) >= 2
+    page.evaluate(
+        """() => {
+            Object.defineProperty(document, "hidden", {value: true, configurable: true});
+            document.dispatchEvent(new Event("visibilitychange"));
+        }"""
+    )
+    asked.clear()
+    page.wait_for_timeout(6_000)
+    assert asked == []
+
     phone = page_for(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True)
     sign_in(phone, tenant.server, tenant.token)
     for name in pages:
