@@ -9,7 +9,23 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .errors import Conflict
 from .ids import new_id
+
+#: Sources of rows a person declared through the API or the CLI. Any other source is a
+#: resource (a Kubernetes resource through the operator, a manifest through `orbit apply`),
+#: which owns its row: the resource is what a resync makes the row match again.
+API_SOURCES = ("api", "cli")
+
+
+def require_own(what: str, kind: str, name: str, declared_by: str, source: str) -> None:
+    """Refuse a change through the API or CLI (``source``) to a row a resource declared
+    (``declared_by``): the resource would put its own spec back at the next resync."""
+    if source in API_SOURCES and declared_by not in API_SOURCES:
+        raise Conflict(
+            f"{what} {name!r} is declared by a {kind} resource ({declared_by}); change "
+            "or delete the resource (kubectl, `orbit apply`) instead"
+        )
 
 
 def lock_declared(

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from orbit_store.audit import declared_fields, record_change
 from orbit_store.clock import db_now
+from orbit_store.declared import require_own
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
 from orbit_store.pulse.queues import ensure_namespace, undeclared_queues
@@ -50,7 +51,6 @@ from .model import (
 from .plan import run_of
 from .progress import lock_schedule, move, record
 
-API_SOURCES = ("api", "cli")
 RESOURCE_KIND = "Schedule"
 
 
@@ -349,8 +349,4 @@ def _lock_own(conn: sa.Connection, namespace: str, name: str, source: str) -> sa
 
 
 def _require_own(row: sa.Row[Any], source: str) -> None:
-    if source in API_SOURCES and row.source not in API_SOURCES:
-        raise Conflict(
-            f"schedule {row.name!r} is declared by a Schedule resource ({row.source}); change "
-            "or delete the resource (kubectl, `orbit apply`) instead"
-        )
+    require_own("schedule", RESOURCE_KIND, row.name, row.source, source)

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from orbit_store.audit import declared_fields, record_change
 from orbit_store.clock import db_now
+from orbit_store.declared import require_own
 from orbit_store.errors import NotFound
 from orbit_store.ids import new_id
 from orbit_store.pulse.queues import ensure_namespace
@@ -47,12 +48,16 @@ def publish_definition(
     published_by: str | None = None,
 ) -> PublishResult:
     """Publish ``spec`` (already validated by :func:`orbit_store.weave.spec.parse`) as the next
-    version of ``name`` unless it equals the latest; un-retires a retired definition."""
+    version of ``name`` unless it equals the latest; un-retires a retired definition. A
+    definition a resource declares (and has not withdrawn) is the resource's: the API and CLI
+    get Conflict, as for schedules, so a resync never has another spec to publish over."""
     document = canonical(spec)
     digest = digest_of(document)
     now = db_now(conn)
     ensure_namespace(conn, namespace, now)
     row = _lock(conn, namespace, name)
+    if row is not None and row.retired_at is None:
+        require_own("workflow definition", RESOURCE_KIND, name, row.source, source)
     if row is None:
         definition_id = new_id()
         conn.execute(

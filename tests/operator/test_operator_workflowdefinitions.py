@@ -72,3 +72,33 @@ def test_a_definition_with_a_cycle_is_invalid(
     assert "dependsOn forms a cycle: a → b → a" in obj["status"]["conditions"][0]["message"]
     with engine.connect() as conn:
         assert get_definition(conn, namespace, "loop") is None
+
+
+def test_the_api_cannot_overwrite_a_declared_definition_and_resyncs_publish_nothing(
+    kube: Kube, engine: sa.Engine, namespace: str
+) -> None:
+    """Invariant 10 and ownership: a WorkflowDefinition resource owns its definition, as a
+    Schedule resource owns its schedule; a publish through the API is refused (409) and the
+    operator's resyncs (every second here) leave version 1 the only version."""
+    kube.create(orbit_resource("WorkflowDefinition", namespace, "owned", SPEC))
+    kube.wait_ready("WorkflowDefinition", namespace, "owned")
+    other = {"steps": [{"name": "charge", "task": {"handler": "shop.other"}}]}
+    with pytest.raises(Conflict, match="WorkflowDefinition resource"):
+        service.publish(engine, namespace=namespace, name="owned", document=other, actor="eve")
+    # Each resync refreshes the status from MySQL: a workflow started now shows up in it only
+    # after a resync, so two of them prove two resyncs ran since the refused publish.
+    for running in (1, 2):
+        service.start(engine, StartRequest(namespace, "owned", str(uuid.uuid4()), {}))
+        wait_for(
+            f"a resync showing {running} running",
+            lambda n=running: (
+                kube.orbit("WorkflowDefinition", namespace, "owned")["status"].get(
+                    "runningInstances"
+                )
+                == n
+            ),
+        )
+    with engine.connect() as conn:
+        info = get_definition(conn, namespace, "owned")
+    assert info is not None
+    assert [v.version for v in info.versions] == [1] and info.source == "operator"

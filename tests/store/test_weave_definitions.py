@@ -3,12 +3,13 @@ with digests, instances bound to the version they started on, idempotent starts.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
-from orbit_store.weave.definitions import get_definition, retire_definition
+from orbit_store.weave.definitions import get_definition, publish_definition, retire_definition
 from orbit_store.weave.spec import InvalidDefinition, parse
 
 from .weave_driver import WeaveDriver, task_step
@@ -145,3 +146,23 @@ def test_input_is_validated_against_the_input_schema(weave: WeaveDriver) -> None
         weave.start_workflow("flow", {"order": "seven"})
     with pytest.raises(NotFound, match="not published"):
         weave.start_workflow("nope")
+
+
+def test_a_declared_definition_is_its_resources_until_withdrawn(weave: WeaveDriver) -> None:
+    """Ownership as for schedules: while a resource (here `orbit apply`'s manifest) declares
+    ``flow``, a publish through the API is refused and publishes nothing (invariant 10: the
+    versions are the resource's); once the resource withdrew it, the API may publish."""
+    spec = parse(V1)
+    declare = functools.partial(
+        publish_definition, namespace=weave.namespace, name="flow", spec=spec, source="manifest"
+    )
+    weave.tx(declare)
+    with pytest.raises(Conflict, match="declared by a WorkflowDefinition resource"):
+        weave.publish("flow", V2)
+    with pytest.raises(Conflict, match="declared by a WorkflowDefinition resource"):
+        weave.publish("flow", V1)
+    info = weave.tx(lambda conn: get_definition(conn, weave.namespace, "flow"))
+    assert info is not None and [v.version for v in info.versions] == [1]
+
+    weave.tx(lambda conn: retire_definition(conn, namespace=weave.namespace, name="flow"))
+    assert weave.publish("flow", V2).version == 2
