@@ -104,7 +104,11 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         EngineLoop(
             weave_inbox.LOOP,
             lambda: weave_inbox.inbox_pass(
-                ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
+                ctx.engine,
+                ctx.metrics,
+                ctx.wakeups.notify,
+                ctx.settings.weave_workers,
+                max_payload_bytes=ctx.settings.max_payload_bytes,
             ),
             ctx.settings.inbox_interval,
             on_error,
@@ -112,7 +116,11 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         EngineLoop(
             weave_timers.LOOP,
             lambda: weave_timers.timers_pass(
-                ctx.engine, ctx.metrics, ctx.wakeups.notify, ctx.settings.weave_workers
+                ctx.engine,
+                ctx.metrics,
+                ctx.wakeups.notify,
+                ctx.settings.weave_workers,
+                max_payload_bytes=ctx.settings.max_payload_bytes,
             ),
             ctx.settings.timer_interval,
             on_error,

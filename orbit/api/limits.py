@@ -1,6 +1,8 @@
 """Size limits for what clients send: a submission's ``params``, a completion's ``result`` and
-``error``. One setting, ``max_payload_bytes`` (``orbit server --max-payload-bytes``), checked
-twice so that a large request never costs the server its memory:
+``error``, a workflow's ``input``, a signal's ``payload``, a schedule's ``task.params``
+(orbit_store/payload.py says what counts). One setting, ``max_payload_bytes``
+(``orbit server --max-payload-bytes``), checked twice so
+that a large request never costs the server its memory:
 
 1. **Before parsing**: the request body may be at most ``max_payload_bytes`` plus
    ``ENVELOPE_BYTES`` for the rest of the request. ``body_limit.BodyLimit`` refuses a larger
@@ -13,14 +15,12 @@ twice so that a large request never costs the server its memory:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+from orbit_store.payload import ADVICE, oversize
+
 #: Room for everything else in a request body (handler, key, tokens, heartbeat batches).
 ENVELOPE_BYTES = 256 * 1024
-
-ADVICE = "store large data elsewhere (e.g. object storage) and pass a reference"
 
 
 class PayloadTooLarge(Exception):
@@ -36,26 +36,18 @@ def body_limit(max_payload_bytes: int) -> int:
     return max_payload_bytes + ENVELOPE_BYTES
 
 
-def json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact JSON, the way the store keeps it."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-
-
 def check_payload(max_payload_bytes: int, **fields: Any) -> None:
     """413 ``payload-too-large`` naming the largest field when the fields together exceed the
-    limit. Fields that are ``None`` are not sent and count nothing."""
-    sizes = {name: json_size(value) for name, value in fields.items() if value is not None}
-    total = sum(sizes.values())
-    if total <= max_payload_bytes:
-        return
-    field = max(sizes, key=lambda name: sizes[name])
-    names = " and ".join(sorted(sizes))
-    raise PayloadTooLarge(
-        f"{names} take {total} bytes as JSON; the limit is {max_payload_bytes} bytes: {ADVICE}",
-        field=field,
-        size_bytes=total,
-        limit_bytes=max_payload_bytes,
-    )
+    limit: every route that takes a payload calls this one check. Fields that are ``None`` are
+    not sent and count nothing."""
+    found = oversize(max_payload_bytes, **fields)
+    if found is not None:
+        raise PayloadTooLarge(
+            found.detail,
+            field=found.field,
+            size_bytes=found.size_bytes,
+            limit_bytes=found.limit_bytes,
+        )
 
 
 def body_too_large_detail(max_payload_bytes: int) -> str:

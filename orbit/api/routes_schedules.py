@@ -27,6 +27,7 @@ from orbit_store.schedules.model import (
 from orbit_store.schedules.queries import get_schedule, list_schedules
 from orbit_store.schedules.trigger import trigger_schedule
 
+from . import limits
 from . import schedule_schemas as wire
 from .auth import READ_ROLES, CurrentCredential, authorize
 from .context import AppContext, Ctx
@@ -60,6 +61,11 @@ def spec_of(name: str, body: wire.ScheduleIn) -> ScheduleSpec:
         start_at=_utc(body.start_at),
         end_at=_utc(body.end_at),
     )
+
+
+def _check_template(ctx: AppContext, body: wire.ScheduleIn) -> None:
+    """The params every fired task will carry: held to the same limit as a task's."""
+    limits.check_payload(ctx.settings.max_payload_bytes, **{"task.params": body.task.params})
 
 
 def to_wire(view: ScheduleView) -> wire.Schedule:
@@ -110,6 +116,7 @@ def create(
 ) -> wire.Schedule:
     """409 when the name is taken; 422 names the field of an invalid expression, zone or queue."""
     authorize(credential, namespace, Role.SUBMIT)
+    _check_template(ctx, body)
     work = functools.partial(
         declare.create_schedule,
         namespace=namespace,
@@ -213,6 +220,7 @@ def update(
     recorded as missed (Superseded). 409 if ``expected_version`` is stale or a Schedule
     resource owns it. Audited when the spec changes."""
     authorize(credential, namespace, Role.SUBMIT)
+    _check_template(ctx, body)
     run_transaction(
         ctx.engine,
         functools.partial(

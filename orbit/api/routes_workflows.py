@@ -19,6 +19,7 @@ from orbit_store.weave.model import AdvanceReport, ControlResult
 from orbit_store.weave.spec import InvalidDefinition
 from orbit_store.weave.start import StartRequest
 
+from . import limits
 from . import schemas_workflows as wire
 from .auth import READ_ROLES, CurrentCredential, authorize
 from .context import AppContext, Ctx
@@ -77,6 +78,7 @@ def publish(
     """201 with a new version when the spec differs from the latest (audited); 200 when it is
     the same (by canonical digest). 422 lists every problem in the spec by field."""
     authorize(credential, namespace, Role.ADMIN)
+    limits.check_payload(ctx.settings.max_payload_bytes, spec=body.spec)
     try:
         result = service.publish(
             ctx.engine,
@@ -127,6 +129,7 @@ def start(
     request; 409 ``idempotency-conflict`` for another request under the same key; 422 when the
     input does not match the definition's inputSchema; 429 when a quota refuses a first task."""
     authorize(credential, namespace, Role.SUBMIT)
+    limits.check_payload(ctx.settings.max_payload_bytes, input=body.input)
     request = StartRequest(
         namespace=namespace,
         definition=body.definition,
@@ -134,6 +137,7 @@ def start(
         input=body.input,
         version=body.version,
         started_by=credential.name,
+        max_payload_bytes=ctx.settings.max_payload_bytes,
     )
     result, report = service.start(ctx.engine, request)
     if result.replayed:
@@ -238,6 +242,7 @@ def signal(
     ``signal_id``; 409 for the same id with other content, or a finished workflow; 422 for a
     name no wait of the workflow's definition uses."""
     authorize(credential, namespace, Role.SUBMIT)
+    limits.check_payload(ctx.settings.max_payload_bytes, payload=body.payload)
     result, report = service.signal(
         ctx.engine,
         namespace=namespace,
@@ -246,6 +251,7 @@ def signal(
         name=body.name,
         payload=body.payload,
         sent_by=credential.name,
+        max_payload_bytes=ctx.settings.max_payload_bytes,
     )
     if result.replayed:
         response.status_code = 200
@@ -285,6 +291,8 @@ def _control_route(name: str, action: Callable[..., ControlResult], summary: str
         body: wire.ControlRequest | None = None,
     ) -> wire.Workflow:
         authorize(credential, namespace, Role.SUBMIT)
+        # Resuming may create step tasks: they are held to the server's payload limit.
+        limit = {"max_payload_bytes": ctx.settings.max_payload_bytes} if name == "resume" else {}
         result = run_transaction(
             ctx.engine,
             functools.partial(
@@ -293,6 +301,7 @@ def _control_route(name: str, action: Callable[..., ControlResult], summary: str
                 instance_id=workflow_id,
                 actor=credential.name,
                 reason=body.reason if body else "",
+                **limit,
             ),
         )
         if result.report is not None:

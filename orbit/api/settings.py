@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .limits import DEFAULT_MAX_PAYLOAD_BYTES
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 
 @dataclass(frozen=True)

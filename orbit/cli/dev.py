@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orbit.api.limits import DEFAULT_MAX_PAYLOAD_BYTES
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 from .exits import ExitCode
 from .listen import MaxPayloadBytes, bind

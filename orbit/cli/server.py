@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orbit.api.limits import DEFAULT_MAX_PAYLOAD_BYTES
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 from .listen import MaxPayloadBytes, bind
 from .options import DatabaseUrl, store_engine

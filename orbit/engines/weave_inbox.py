@@ -14,6 +14,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from orbit.metrics import Metrics
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.weave.service import INBOX_LOOP, PassReport, consume_pass
 
 LOOP = INBOX_LOOP
@@ -31,12 +32,19 @@ def inbox_pass(
     notify: Notify,
     workers: int = 4,
     namespace: str | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
     """``notify(namespace, queue, handler)`` wakes a long-polling worker for each new READY
     step task. ``namespace`` restricts the pass (tests and operations)."""
     total = PassReport()
     for _ in range(MAX_BATCHES_PER_PASS):
-        report = consume_pass(engine, limit=BATCH, workers=workers, namespace=namespace)
+        report = consume_pass(
+            engine,
+            limit=BATCH,
+            workers=workers,
+            namespace=namespace,
+            max_payload_bytes=max_payload_bytes,
+        )
         observe(report, LOOP, metrics, notify)
         total.reports += report.reports
         total.errors += report.errors

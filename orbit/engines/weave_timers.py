@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit.metrics import Metrics
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.weave.service import TIMERS_LOOP, PassReport, timer_pass
 
 from .weave_inbox import Notify, observe
@@ -22,9 +23,16 @@ def timers_pass(
     notify: Notify,
     workers: int = 4,
     namespace: str | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
     """``notify(namespace, queue, handler)`` wakes a long-polling worker for each new READY
     step task. ``namespace`` restricts the pass (tests and operations)."""
-    report = timer_pass(engine, limit=200, workers=workers, namespace=namespace)
+    report = timer_pass(
+        engine,
+        limit=200,
+        workers=workers,
+        namespace=namespace,
+        max_payload_bytes=max_payload_bytes,
+    )
     observe(report, LOOP, metrics, notify)
     return report

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES, oversize
 from orbit_store.pulse.model import Safety
 from orbit_store.schedules import declare
 from orbit_store.schedules.cron import to_utc, zone_of
@@ -40,6 +42,9 @@ FIELD_PATHS = {
     "starting_deadline_seconds": "spec.startingDeadlineSeconds",
 }
 STATUS_OCCURRENCES = 5
+#: The server's own variable (`orbit server --max-payload-bytes`): the operator and `orbit apply`
+#: hold a template to the limit every task submitted through the API is held to.
+MAX_PAYLOAD_ENV = "ORBIT_MAX_PAYLOAD_BYTES"
 
 
 def _instant(resource: Resource, field: str) -> dt.datetime | None:
@@ -81,7 +86,15 @@ def spec_of(resource: Resource) -> ScheduleSpec:
     )
     with _as_invalid_spec():
         declare.validate(schedule)
+    too_large = oversize(_payload_limit(), params=schedule.task.params)
+    if too_large is not None:
+        raise InvalidSpec("spec.taskTemplate.params", too_large.detail)
     return schedule
+
+
+def _payload_limit() -> int:
+    raw = os.environ.get(MAX_PAYLOAD_ENV, "")
+    return int(raw) if raw.isdigit() else DEFAULT_MAX_PAYLOAD_BYTES
 
 
 def validate(resource: Resource) -> None:

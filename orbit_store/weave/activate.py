@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
+from orbit_store.payload import oversize
 from orbit_store.pulse.model import Safety, WaitPath
 from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
@@ -135,7 +136,8 @@ def submit_step_task(
     extra: dict[str, Any] | None = None,
 ) -> CreatedTask:
     """Create the Pulse task of activation ``seq`` of the step from its template. Raises
-    StepRefused; QuotaExceeded propagates (the whole advance is retried later)."""
+    StepRefused (a template that fails, params over the payload limit, a task Pulse refuses);
+    QuotaExceeded propagates (the whole advance is retried later)."""
     variables = {**ctx.variables(), **(extra or {})}
     try:
         handler = str(cel.render(template.handler, variables))
@@ -143,6 +145,9 @@ def submit_step_task(
         params = cel.render(template.params, variables)
     except cel.CelError as exc:
         raise StepRefused("template_failed", str(exc)) from None
+    too_large = oversize(ctx.max_payload_bytes, params=params)
+    if too_large is not None:  # the limit a task submitted through the API is held to
+        raise StepRefused("payload_too_large", f"the task's {too_large.detail}")
     inst = ctx.instance
     request = SubmitRequest(
         namespace=inst.namespace,

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.errors import NotFound
 from orbit_store.ids import new_id
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import (
     workflow_activations,
     workflow_events,
@@ -78,6 +79,8 @@ class InstanceContext:
     steps: dict[str, Step]
     report: AdvanceReport
     actor: str | None = None
+    #: The server's limit for what a step's task may carry (orbit_store/payload.py).
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     timers_changed: bool = False
     _events: list[dict[str, Any]] = field(default_factory=list)
     _signals: dict[str, Any] | None = None
@@ -189,7 +192,12 @@ def _as_datetime(value: dt.datetime | str) -> dt.datetime:
 
 
 def lock_instance(
-    conn: sa.Connection, namespace: str, instance_id: str, *, actor: str | None = None
+    conn: sa.Connection,
+    namespace: str,
+    instance_id: str,
+    *,
+    actor: str | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> InstanceContext:
     """SELECT … FOR UPDATE the instance (with the database time), then load its steps and its
     bound definition. Raises NotFound."""
@@ -245,4 +253,5 @@ def lock_instance(
         steps=steps,
         report=AdvanceReport(namespace=namespace),
         actor=actor,
+        max_payload_bytes=max_payload_bytes,
     )

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from orbit_store.audit import record_audit
 from orbit_store.errors import Conflict
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.pulse.gates import set_gate
 from orbit_store.schema import workflow_continuations
 
@@ -90,9 +91,17 @@ def pause_workflow(
 
 
 def resume_workflow(
-    conn: sa.Connection, *, namespace: str, instance_id: str, actor: str, reason: str = ""
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    instance_id: str,
+    actor: str,
+    reason: str = "",
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> ControlResult:
-    ctx = lock_instance(conn, namespace, instance_id, actor=actor)
+    ctx = lock_instance(
+        conn, namespace, instance_id, actor=actor, max_payload_bytes=max_payload_bytes
+    )
     _require_running(ctx, "resume")
     if not ctx.instance.paused:
         return _result(ctx, changed=False)

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.ids import new_id
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import (
     workflow_activations,
     workflow_continuations,
@@ -65,10 +66,15 @@ def due_messages(
 
 
 def consume(
-    conn: sa.Connection, *, namespace: str, instance_id: str, inbox_id: str
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    instance_id: str,
+    inbox_id: str,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> AdvanceReport:
     """Consume one inbox row (see the module docstring); report.outcome says what it did."""
-    ctx = lock_instance(conn, namespace, instance_id)
+    ctx = lock_instance(conn, namespace, instance_id, max_payload_bytes=max_payload_bytes)
     message = conn.execute(
         sa.select(workflow_inbox)
         .where(workflow_inbox.c.id == inbox_id, workflow_inbox.c.namespace == namespace)

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from orbit_store.db import is_sqlite, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown
 from orbit_store.passes import ItemPass
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 from . import inbox, timers
 from .definitions import publish_audited
@@ -76,6 +77,7 @@ def signal(
     name: str,
     payload: Any = None,
     sent_by: str | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> tuple[SignalResult, AdvanceReport]:
     work = functools.partial(
         accept_signal,
@@ -85,6 +87,7 @@ def signal(
         name=name,
         payload=payload,
         sent_by=sent_by,
+        max_payload_bytes=max_payload_bytes,
     )
     try:
         result, ctx = run_transaction(engine, work)
@@ -133,7 +136,12 @@ def _run_groups(
 
 
 def consume_pass(
-    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None, workers: int = 1
+    engine: sa.Engine,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    workers: int = 1,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
     """Consume due inbox rows, each in its own transaction; rows of one instance in order,
     instances side by side on ``workers`` threads. A failing row backs off and stays."""
@@ -151,6 +159,7 @@ def consume_pass(
                 namespace=due.namespace,
                 instance_id=due.instance_id,
                 inbox_id=due.id,
+                max_payload_bytes=max_payload_bytes,
             ),
             namespace=due.namespace,
             item=f"inbox row {due.id} of workflow {due.instance_id}",
@@ -175,7 +184,12 @@ def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
 
 
 def timer_pass(
-    engine: sa.Engine, *, limit: int = 100, namespace: str | None = None, workers: int = 1
+    engine: sa.Engine,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    workers: int = 1,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
     """Fire the due timers of running, unpaused instances, one instance per transaction."""
     due = run_transaction(
@@ -185,7 +199,12 @@ def timer_pass(
     def work(items: ItemPass, item: tuple[str, str]) -> AdvanceReport | None:
         ns, instance_id = item
         return items.run(
-            functools.partial(timers.wake_instance, namespace=ns, instance_id=instance_id),
+            functools.partial(
+                timers.wake_instance,
+                namespace=ns,
+                instance_id=instance_id,
+                max_payload_bytes=max_payload_bytes,
+            ),
             namespace=ns,
             item=f"timers of workflow {instance_id}",
         )

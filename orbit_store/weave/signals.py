@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest
 from orbit_store.ids import new_id
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import workflow_signals
 
 from .advance import advance
@@ -41,9 +42,12 @@ def accept_signal(
     name: str,
     payload: Any = None,
     sent_by: str | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> tuple[SignalResult, InstanceContext]:
     """Store the signal and, when a wait of its name is active, consume it and advance."""
-    ctx = lock_instance(conn, namespace, instance_id, actor=sent_by)
+    ctx = lock_instance(
+        conn, namespace, instance_id, actor=sent_by, max_payload_bytes=max_payload_bytes
+    )
     digest = _digest(name, payload)
     existing = conn.execute(
         sa.select(workflow_signals).where(

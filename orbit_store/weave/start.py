@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.pulse.gates import create_gate
 from orbit_store.schema import (
     workflow_definition_versions,
@@ -44,6 +45,8 @@ class StartRequest:
     input: Any
     version: int | None = None
     started_by: str | None = None
+    #: What the first steps' tasks may carry (not part of the request's meaning).
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 
     def digest(self) -> str:
         meaning = {"definition": self.definition, "version": self.version, "input": self.input}
@@ -123,7 +126,13 @@ def start_workflow(conn: sa.Connection, request: StartRequest) -> tuple[StartRes
             for step in definition.spec.steps
         ],
     )
-    ctx = lock_instance(conn, request.namespace, instance_id, actor=request.started_by)
+    ctx = lock_instance(
+        conn,
+        request.namespace,
+        instance_id,
+        actor=request.started_by,
+        max_payload_bytes=request.max_payload_bytes,
+    )
     ctx.event(
         "instance.started",
         details={"definition": request.definition, "version": version},

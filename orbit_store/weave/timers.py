@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import workflow_instances
 
 from .advance import advance
@@ -40,9 +41,15 @@ def due_instances(
     return [(ns, instance_id) for ns, instance_id in conn.execute(query)]
 
 
-def wake_instance(conn: sa.Connection, *, namespace: str, instance_id: str) -> AdvanceReport:
+def wake_instance(
+    conn: sa.Connection,
+    *,
+    namespace: str,
+    instance_id: str,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> AdvanceReport:
     """Fire the instance's due timers and advance it (a no-op if another replica did)."""
-    ctx = lock_instance(conn, namespace, instance_id)
+    ctx = lock_instance(conn, namespace, instance_id, max_payload_bytes=max_payload_bytes)
     advance(ctx)
     ctx.flush()
     return ctx.report

@@ -201,3 +201,23 @@ def test_the_quota_reconciler_refuses_an_undeclared_queue(store: sa.Engine) -> N
     with pytest.raises(InvalidSpec) as error:
         run_transaction(store, lambda c: quota.reconcile(c, resource))
     assert error.value.field_path == "spec.queue" and rows(store, quotas) == []
+
+
+def test_a_schedule_template_over_the_payload_limit_applies_nothing(
+    store: sa.Engine, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit the server holds a task's params to (ORBIT_MAX_PAYLOAD_BYTES, the variable
+    `orbit server` reads too) holds a declared Schedule's template as well."""
+    monkeypatch.setenv("ORBIT_MAX_PAYLOAD_BYTES", "2048")
+    (folder / "big-schedule.yaml").write_text(
+        "apiVersion: orbit.dev/v1alpha1\nkind: Schedule\n"
+        "metadata: {name: big, namespace: shop}\n"
+        "spec:\n  schedule: '@daily'\n  taskTemplate:\n    handler: shop.report\n"
+        f"    params: {{blob: {'x' * 3000}}}\n"
+    )
+    with pytest.raises(ManifestError) as error:
+        apply_manifests(store, [folder])
+    message = str(error.value)
+    assert "Schedule/shop/big: spec.taskTemplate.params:" in message
+    assert "the limit is 2048 bytes" in message
+    assert rows(store, queues) == []
