@@ -56,3 +56,34 @@ def apply_grants(conn: sa.Connection, statements: list[str]) -> None:
             cursor.execute(statement)
     finally:
         cursor.close()
+
+
+#: MySQL/MariaDB "command denied to user for table".
+_DENIED = 1142
+
+
+def audit_rewrites_allowed(conn: sa.Connection) -> list[str]:
+    """The statements among UPDATE and DELETE that this connection's user may run on
+    ``audit_log`` — none, if audit history is append-only for it. Each probe matches no row
+    and is rolled back; the database checks the privilege before it looks at any row."""
+    probes = {
+        "UPDATE": audit_log.update().where(sa.false()).values(reason=audit_log.c.reason),
+        "DELETE": audit_log.delete().where(sa.false()),
+    }
+    allowed = []
+    for verb, statement in probes.items():
+        try:
+            with conn.begin():
+                conn.execute(statement)
+                allowed.append(verb)
+                raise _Probed
+        except _Probed:
+            pass
+        except sa.exc.OperationalError as exc:
+            if getattr(exc.orig, "args", (None,))[0] != _DENIED:
+                raise
+    return allowed
+
+
+class _Probed(Exception):
+    """Rolls a probe's transaction back."""

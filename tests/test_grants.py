@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -106,3 +107,65 @@ def test_app_user_can_append_audit_rows_but_not_update_or_delete_them(
             conn.rollback()
     finally:
         engine.dispose()
+
+
+# --- the migration hook: `orbit admin migrate --runtime-database-url` -------------------------
+
+
+@pytest.fixture
+def runtime_user(mariadb_engine: sa.Engine) -> Iterator[tuple[str, str]]:
+    user, password = f"orbit_rt_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    yield user, password
+    with mariadb_engine.begin() as conn:
+        conn.exec_driver_sql("DROP USER IF EXISTS %s@%s", (user, "%"))
+
+
+def _url_as(mariadb_url: str, user: str, password: str) -> str:
+    return (
+        make_url(mariadb_url)
+        .set(username=user, password=password)
+        .render_as_string(hide_password=False)
+    )
+
+
+def _migrate(mariadb_url: str, runtime_url: str) -> Any:
+    return runner.invoke(
+        app,
+        ["admin", "migrate", "--database-url", mariadb_url, "--runtime-database-url", runtime_url],
+    )
+
+
+def test_migrate_creates_the_servers_user_so_it_can_append_audit_rows_but_never_rewrite_them(
+    mariadb_url: str, runtime_user: tuple[str, str]
+) -> None:
+    """Seed §2 and invariant 8 in a default install: the chart's hook runs migrate as the DDL
+    user and names the server's URL; the server's user is created with least privilege."""
+    result = _migrate(mariadb_url, _url_as(mariadb_url, *runtime_user))
+    assert result.exit_code == 0, result.output
+    assert f"'{runtime_user[0]}'@'%': audit_log is append-only for it" in result.output
+    assert runtime_user[1] not in result.output
+    test_app_user_can_append_audit_rows_but_not_update_or_delete_them(mariadb_url, runtime_user)
+    again = _migrate(mariadb_url, _url_as(mariadb_url, *runtime_user))
+    assert again.exit_code == 0, again.output
+
+
+def test_migrate_refuses_a_server_user_that_is_the_migration_user(mariadb_url: str) -> None:
+    result = _migrate(mariadb_url, mariadb_url)
+    assert result.exit_code == 1
+    assert "is the migration user itself" in result.output
+
+
+def test_migrate_fails_when_the_servers_user_can_still_rewrite_audit_rows(
+    mariadb_url: str, mariadb_engine: sa.Engine, runtime_user: tuple[str, str]
+) -> None:
+    """Grants only add: a user that already holds UPDATE on the whole database keeps it. The
+    hook checks what the user can actually do and fails the install, saying why."""
+    user, password = runtime_user
+    database = make_url(mariadb_url).database
+    with mariadb_engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE USER '{user}'@'%%' IDENTIFIED BY '{password}'")
+        conn.exec_driver_sql(f"GRANT ALL ON `{database}`.* TO '{user}'@'%%'")
+    result = _migrate(mariadb_url, _url_as(mariadb_url, user, password))
+    assert result.exit_code == 1
+    assert f"'{user}' can still UPDATE, DELETE audit_log" in result.output
+    assert "SHOW GRANTS" in result.output

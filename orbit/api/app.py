@@ -23,6 +23,7 @@ from orbit.engines import (
     weave_inbox,
     weave_timers,
 )
+from orbit.engines.egress import EgressPolicy
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
 from orbit.metrics import Metrics
@@ -84,7 +85,12 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     With ``orbit server --workers N`` these run once per pod, in the supervising process
     (orbit/cli/server_processes.py); otherwise beside the HTTP API."""
     on_error = _on_error(ctx)
-    sender = deliveries.WebhookSender(ctx.engine, ctx.metrics, ctx.settings.webhook_secrets_dir)
+    sender = deliveries.WebhookSender(
+        ctx.engine,
+        ctx.metrics,
+        ctx.settings.webhook_secrets_dir,
+        egress=EgressPolicy.parse(ctx.settings.webhook_allow),
+    )
     return [
         EngineLoop(
             reaper.LOOP,

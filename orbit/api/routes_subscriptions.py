@@ -8,10 +8,12 @@ import functools
 from pathlib import Path
 from typing import Annotated
 
+import httpx
 import sqlalchemy as sa
 from fastapi import APIRouter, Query, Response
 from fastapi import Path as PathParam
 
+from orbit.engines.egress import EgressPolicy, EgressRefused, Unresolvable, pin
 from orbit.engines.webhooks import SecretDirectory, SecretUnavailable, event_document
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
@@ -74,15 +76,30 @@ def _spec(name: str, body: schemas.SubscriptionPut) -> model.SubscriptionSpec:
     )
 
 
-def _check_secret(ctx: AppContext, body: schemas.SubscriptionPut) -> None:
-    """A push subscription whose secret this server cannot read would only ever park."""
-    if body.mode != "push" or body.secret_ref is None:
+def _check_target(ctx: AppContext, namespace: str, body: schemas.SubscriptionPut) -> None:
+    """A push subscription whose secret this server cannot read, or whose URL points where
+    deliveries may not go, would only ever park: refused now, naming the field. Another
+    namespace's secret is looked for in this namespace's folder only, so it is simply not
+    found — the answer is the same as for a name nobody uses."""
+    if body.mode != "push":
         return
-    secrets = ctx.settings.webhook_secrets_dir
-    try:
-        SecretDirectory(None if secrets is None else Path(secrets)).key(body.secret_ref)
-    except SecretUnavailable as exc:
-        raise ApiProblem(422, "validation", f"secret_ref: {exc}") from exc
+    if body.secret_ref is not None:
+        secrets = ctx.settings.webhook_secrets_dir
+        try:
+            SecretDirectory(None if secrets is None else Path(secrets)).key(
+                namespace, body.secret_ref
+            )
+        except SecretUnavailable as exc:
+            raise ApiProblem(422, "validation", f"secret_ref: {exc}") from exc
+    if body.url is not None:
+        try:
+            pin(body.url, EgressPolicy.parse(ctx.settings.webhook_allow))
+        except Unresolvable:
+            pass  # it may resolve later; every delivery checks again
+        except EgressRefused as exc:
+            raise ApiProblem(422, "validation", f"url: {exc}") from exc
+        except httpx.InvalidURL:
+            pass  # the store names what is wrong with it
 
 
 @router.put(
@@ -102,7 +119,7 @@ def put(
     """201 when created, 200 when updated or unchanged. A new subscription receives the events
     of outcomes committed after it exists."""
     authorize(credential, namespace, Role.ADMIN)
-    _check_secret(ctx, body)
+    _check_target(ctx, namespace, body)
     work = functools.partial(
         put_subscription,
         namespace=namespace,

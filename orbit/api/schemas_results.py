@@ -25,14 +25,19 @@ class SubscriptionPut(Strict):
     mode: Literal["pull", "push"]
     filter: EventFilterIn = Field(default_factory=EventFilterIn)
     url: str | None = Field(
-        None, max_length=2048, pattern=r"^https?://", description="push only: where to POST"
+        None,
+        max_length=2048,
+        pattern=r"^https?://",
+        description="push only: where to POST; loopback, link-local, private and metadata "
+        "addresses are refused unless the server's --webhook-allow lists them",
     )
     secret_ref: str | None = Field(
         None,
         max_length=253,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-        description="push only: the signing secret's file name in the server's "
-        "--webhook-secrets-dir (a mounted Secret); the database never holds the secret",
+        description="push only: the signing secret's name in this namespace's folder of the "
+        "server's --webhook-secrets-dir (a Secret mounted per namespace); the database never "
+        "holds the secret, and another namespace's secrets cannot be named",
     )
     max_attempts: int = Field(10, ge=1, le=1000, description="then the delivery is PARKED")
     backoff_initial_seconds: float = Field(1.0, ge=0.1, le=3600)

@@ -34,7 +34,11 @@ class ServerSettings:
     run_engines: bool = True  # every background loop (engine_loops and the gauge loop)
     run_gauges: bool = False  # only the gauge loop: an HTTP process of `orbit server --workers`
     delivery_interval: float = 1.0
+    #: One folder per namespace of signing secrets (orbit/engines/webhooks.py).
     webhook_secrets_dir: str | None = None
+    #: What push deliveries may reach beyond public addresses: CIDRs, addresses, host names,
+    #: *.suffix (orbit/engines/egress.py); `orbit dev` adds loopback.
+    webhook_allow: tuple[str, ...] = ()
     #: Largest params of a submission, or result + error of a completion (api/limits.py).
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     #: Warm database connections per HTTP process (as many again may overflow); None: the

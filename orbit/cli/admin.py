@@ -35,6 +35,22 @@ def migrate(
         bool,
         typer.Option("--check", help="Only check: exit 1 when the database is behind the code."),
     ] = False,
+    runtime_database_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ORBIT_RUNTIME_DATABASE_URL",
+            help="The server's database URL (its own user): after migrating, create that user "
+            "if missing, grant it least privilege and check it cannot UPDATE or DELETE audit "
+            "rows (exit 1 if it can).",
+            show_default=False,
+        ),
+    ] = None,
+    runtime_user_host: Annotated[
+        str,
+        typer.Option(
+            envvar="ORBIT_RUNTIME_USER_HOST", help="Host pattern of the server's user's grants."
+        ),
+    ] = "%",
 ) -> None:
     """Upgrade the database schema to this version of Orbit (idempotent)."""
     from orbit.database import open_engine, redacted
@@ -66,6 +82,10 @@ def migrate(
             _out(f"schema is now at revision {report.after}")
         else:
             _out(f"nothing to do: schema already at revision {report.after}")
+        if runtime_database_url:
+            from .runtime_user import grant_runtime_user
+
+            _out(grant_runtime_user(engine, runtime_database_url, runtime_user_host))
     finally:
         engine.dispose()
 

@@ -17,6 +17,7 @@ from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 from .exits import ExitCode
 from .listen import MaxPayloadBytes, bind
+from .options import WebhookAllow, allow_list
 from .worker import load_worker
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def dev(
         ),
     ] = None,
     max_payload_bytes: MaxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES,
+    webhook_allow: WebhookAllow = None,
 ) -> None:
     """Run Orbit locally: API + engines on SQLite, a dev token, optional in-process workers.
 
@@ -123,6 +125,7 @@ def dev(
         port=port,
         max_payload_bytes=max_payload_bytes,
         webhook_secrets_dir=os.environ.get("ORBIT_WEBHOOK_SECRETS_DIR"),
+        webhook_allow=allow_list(webhook_allow, loopback=True),  # receivers on this machine
     )
     config = uvicorn.Config(
         create_app(engine, settings),

@@ -85,3 +85,27 @@ Actor = Annotated[
         show_default=False,
     ),
 ]
+
+
+WebhookAllow = Annotated[
+    list[str] | None,
+    typer.Option(
+        envvar="ORBIT_WEBHOOK_ALLOW",
+        help="Let push deliveries reach this CIDR, address, host name or *.suffix although it "
+        "is loopback, link-local, private or metadata (repeat; env: space-separated). "
+        "Everything else that is not public is refused.",
+    ),
+]
+
+
+def allow_list(entries: list[str] | None, *, loopback: bool = False) -> tuple[str, ...]:
+    """The webhook allow-list as given (plus loopback for `orbit dev`), checked: a bad entry is
+    a usage error naming it."""
+    from orbit.engines.egress import LOOPBACK, EgressPolicy
+
+    values = tuple(entries or ()) + (LOOPBACK if loopback else ())
+    try:
+        EgressPolicy.parse(values)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--webhook-allow'") from exc
+    return values

@@ -10,7 +10,7 @@ import typer
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 from .listen import MaxPayloadBytes, bind
-from .options import DatabaseUrl, store_engine
+from .options import DatabaseUrl, WebhookAllow, allow_list, store_engine
 
 
 def server(
@@ -40,10 +40,12 @@ def server(
         str | None,
         typer.Option(
             envvar="ORBIT_WEBHOOK_SECRETS_DIR",
-            help="Directory of webhook signing secrets, one file per secret_ref (mount a "
-            "Secret here; env ORBIT_WEBHOOK_SECRETS_DIR).",
+            help="Directory of webhook signing secrets: a folder per namespace holding a file "
+            "per secret_ref, DIR/NAMESPACE/SECRET_REF (mount one Secret per namespace; env "
+            "ORBIT_WEBHOOK_SECRETS_DIR).",
         ),
     ] = None,
+    webhook_allow: WebhookAllow = None,
     gauge_interval: Annotated[
         float,
         typer.Option(
@@ -113,6 +115,7 @@ def server(
         require_registered_pods=require_registered_pods,
         delivery_interval=delivery_interval,
         webhook_secrets_dir=webhook_secrets_dir,
+        webhook_allow=allow_list(webhook_allow),
         max_payload_bytes=max_payload_bytes,
         lease_poll_interval=lease_poll_interval,
         wake_probe_interval=wake_probe_interval,

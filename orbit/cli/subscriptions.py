@@ -48,9 +48,19 @@ def put(
         list[str] | None,
         typer.Option(help="Only these outcomes: SUCCEEDED FAILED CANCELLED NEEDS_REVIEW."),
     ] = None,
-    url: Annotated[str | None, typer.Option(help="push: where to POST.")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="push: where to POST (a public address, or one the server's --webhook-allow "
+            "lists)."
+        ),
+    ] = None,
     secret_ref: Annotated[
-        str | None, typer.Option(help="push: the signing secret's name on the server.")
+        str | None,
+        typer.Option(
+            help="push: the signing secret's name in this namespace's folder on the server "
+            "(DIR/NAMESPACE/NAME)."
+        ),
     ] = None,
     max_attempts: Annotated[int, typer.Option(help="Then the delivery is PARKED.")] = 10,
     reason: Reason = "",

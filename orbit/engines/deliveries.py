@@ -1,9 +1,11 @@
 """The webhook sender loop (seed §6.2): each pass, for every push subscription, lease a batch of
 due deliveries (one transaction, one namespace, SKIP LOCKED), POST them signed — outside any
 transaction, several at once — and record each outcome in its own transaction. A receiver that
-refuses, cannot be reached or cannot even be addressed (a bad URL, an unreadable secret) is a
-failed attempt, retried with backoff and parked after the last one. A subscription or delivery
-the sender itself fails on is logged naming it and counted
+refuses, cannot be reached or cannot even be addressed (a bad URL, an unreadable secret, an
+address the egress policy refuses: orbit/engines/egress.py) is a failed attempt, retried with
+backoff and parked after the last one. What is recorded is a status and a short reason this
+module writes; nothing the receiver sends back (its body, its reason phrase) is read or kept.
+A subscription or delivery the sender itself fails on is logged naming it and counted
 (``orbit_engine_item_errors_total{loop="deliveries"}``); the pass goes on. The delivery gauges
 are the gauge loop's (orbit/metrics_delivery.py)."""
 
@@ -23,9 +25,15 @@ from orbit import __version__
 from orbit.metrics import Metrics
 from orbit_store.db import run_transaction
 from orbit_store.delivery.model import PushItem, PushResult
-from orbit_store.delivery.push import lease_push_batch, push_subscriptions, record_push_result
+from orbit_store.delivery.push import (
+    lease_push_batch,
+    push_secret_refs,
+    push_subscriptions,
+    record_push_result,
+)
 from orbit_store.passes import ItemPass
 
+from .egress import EgressPolicy, EgressRefused, pin
 from .webhooks import SecretDirectory, SecretUnavailable, signed_request
 
 log = logging.getLogger("orbit.engines.deliveries")
@@ -48,19 +56,25 @@ class WebhookSender:
         metrics: Metrics,
         secrets_dir: str | Path | None,
         *,
+        egress: EgressPolicy | None = None,
         batch: int = BATCH,
         slots: int = SEND_SLOTS,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.engine, self.metrics = engine, metrics
         self.secrets = SecretDirectory(Path(secrets_dir) if secrets_dir else None)
+        self.egress = egress or EgressPolicy()
         self.batch, self.slots = batch, slots
+        # No kept-alive connections: each delivery connects to the address it checked, and a
+        # TLS connection verified for one host name must never carry another host's request.
         self.http = httpx.Client(
             headers={"user-agent": f"orbit-webhooks/{__version__}"},
             follow_redirects=False,
             transport=transport,
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
         self.pool = ThreadPoolExecutor(slots, thread_name_prefix="orbit-webhook")
+        self._layout_checked = False
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -70,6 +84,9 @@ class WebhookSender:
         """One pass over the push subscriptions (of ``namespace``, for tests and operations)."""
         report = PassReport()
         items = ItemPass(self.engine, LOOP)
+        if not self._layout_checked:
+            self._layout_checked = True
+            self._warn_shared_secrets()
         for ns, name in run_transaction(
             self.engine, functools.partial(push_subscriptions, namespace=namespace)
         ):
@@ -91,6 +108,31 @@ class WebhookSender:
         report.errors = items.errors
         self.metrics.count_item_errors(LOOP, report.errors)
         return report
+
+    def _warn_shared_secrets(self) -> None:
+        """Secrets left directly in the directory (the layout before a folder per namespace)
+        sign nothing now: say where each must go, once, in the server's log (never to a
+        tenant, who must not learn which secret names exist)."""
+        shared = self.secrets.shared_files()
+        if not shared:
+            return
+        try:
+            named = run_transaction(
+                self.engine, functools.partial(push_secret_refs, secret_refs=shared)
+            )
+        except sa.exc.SQLAlchemyError:
+            named = []  # the advice stands without the namespaces
+        for ref in shared:
+            owners = sorted({ns for ns, named_ref in named if named_ref == ref})
+            log.warning(
+                "webhook secret %r is directly in %s and signs nothing: move it to "
+                "%s/<namespace>/%s for each namespace that owns it",
+                ref,
+                self.secrets.path,
+                self.secrets.path,
+                ref,
+                extra={"secret_ref": ref, "named_by_namespaces": owners},
+            )
 
     def _deliver(self, items: ItemPass, item: PushItem) -> PushResult | None:
         """Send one delivery and record it; None when that failed (logged and counted)."""
@@ -115,18 +157,35 @@ class WebhookSender:
         return result
 
     def send(self, item: PushItem) -> str | None:
-        """POST the signed event; None on a 2xx answer, else what went wrong."""
+        """POST the signed event to an address the egress policy allows; None on a 2xx
+        answer, else a short reason of our own."""
         try:
-            key = self.secrets.key(item.secret_ref)
-        except SecretUnavailable as exc:
+            key = self.secrets.key(item.namespace, item.secret_ref)
+            target = pin(item.url, self.egress)
+        except (SecretUnavailable, EgressRefused) as exc:
             return str(exc)
+        except httpx.InvalidURL:
+            return "InvalidURL: the subscription's url cannot be parsed; correct it"
         body, headers = signed_request(key, item.event, int(time.time()))
         try:
-            response = self.http.post(
-                item.url, content=body, headers=headers, timeout=item.timeout_seconds
-            )
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
-            return f"{type(exc).__name__}: {exc}"[:1024]
-        if 200 <= response.status_code < 300:
-            return None
-        return f"HTTP {response.status_code}: {response.text[:200]}"
+            with self.http.stream(
+                "POST",
+                target.url,
+                content=body,
+                headers={**headers, "host": target.host_header},
+                extensions=target.extensions,
+                timeout=item.timeout_seconds,
+            ) as response:
+                status = response.status_code  # the body is never read
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {_failure(exc)}"
+        return None if 200 <= status < 300 else f"HTTP {status}"
+
+
+def _failure(exc: httpx.HTTPError) -> str:
+    """Our words for a failed request: the exception's text may quote what the peer sent."""
+    if isinstance(exc, httpx.TimeoutException):
+        return "no answer within the subscription's timeout"
+    if isinstance(exc, httpx.ConnectError):
+        return "could not connect (refused, unreachable or TLS failed)"
+    return "the request failed before an answer arrived"

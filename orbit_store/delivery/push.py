@@ -39,6 +39,18 @@ def push_subscriptions(conn: sa.Connection, namespace: str | None = None) -> lis
     return [(row.namespace, row.name) for row in rows]
 
 
+def push_secret_refs(conn: sa.Connection, secret_refs: list[str]) -> list[tuple[str, str]]:
+    """(namespace, secret_ref) of the push subscriptions naming any of ``secret_refs``, across
+    namespaces: for the operator's log when secrets must move to their namespaces' folders (a
+    read)."""
+    rows = conn.execute(
+        sa.select(subscriptions.c.namespace, subscriptions.c.secret_ref).where(
+            subscriptions.c.mode == Mode.PUSH.value, subscriptions.c.secret_ref.in_(secret_refs)
+        )
+    )
+    return [(row.namespace, row.secret_ref) for row in rows]
+
+
 def lease_push_batch(
     conn: sa.Connection, namespace: str, name: str, *, limit: int, send_slots: int = 1
 ) -> list[PushItem]:

@@ -25,6 +25,11 @@ EVERY_OPTION = {
     "server.ingress.tlsSecretName": "orbit-tls",
     "database.migrationSecret": "orbit-database-admin",
     "operator.namespaces[0]": "shop-*",
+    "webhooks.secrets.shop": "orbit-webhooks-shop",
+    "webhooks.secrets.billing": "orbit-webhooks-billing",
+    "webhooks.allow[0]": "receiver.billing.svc.cluster.local",
+    "networkPolicy.egress.enabled": "true",
+    "networkPolicy.egress.databaseTo[0].ipBlock.cidr": "10.0.5.10/32",
 }
 # Kinds of the Prometheus Operator: kubernetes-validate knows only Kubernetes' own schemas.
 MONITORING_KINDS = {"ServiceMonitor", "PrometheusRule"}
@@ -255,7 +260,7 @@ def test_network_policies_admit_only_the_declared_peers_on_the_served_ports(
 ) -> None:
     policies = {d["metadata"]["name"]: d for d in full_docs if d["kind"] == "NetworkPolicy"}
     server = policies["rel-orbit-server"]["spec"]
-    assert server["policyTypes"] == ["Ingress"]
+    assert server["policyTypes"] == ["Ingress", "Egress"]
     assert server["ingress"][0]["ports"] == [{"port": "http", "protocol": "TCP"}]
     operator = policies["rel-orbit-operator"]["spec"]
     assert {p["port"] for p in operator["ingress"][0]["ports"]} == {"metrics", "liveness"}
@@ -338,3 +343,97 @@ def test_server_workers_value_becomes_the_servers_workers_option(
     assert "--workers=auto" in args(render(helm, {"server.workers": "auto"}))
     refused = helm("template", "rel", str(CHART), "--set", "server.workers=0", check=False)
     assert refused.returncode != 0 and "workers" in refused.stderr
+
+
+# --- security defaults ---------------------------------------------------------------------------
+
+
+def env_of(container: Doc) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def secret_ref(value: Any) -> tuple[str, str]:
+    ref = value["secretKeyRef"]
+    return ref["name"], ref["key"]
+
+
+def test_a_default_install_migrates_as_the_admin_user_and_grants_the_servers_own_user(
+    default_docs: list[Doc],
+) -> None:
+    """Seed §2, invariant 8: in a default install the server and the operator run as a user
+    the migration hook created with INSERT/SELECT only on audit_log (tests/test_grants.py and
+    tests/e2e/test_least_privilege.py show the hook does that on MariaDB)."""
+    envs = {workload: env_of(c) for workload, _pod, c in containers(default_docs)}
+    job = envs["rel-orbit-migrate-1"]
+    assert secret_ref(job["ORBIT_DATABASE_URL"]) == ("orbit-database-admin", "url")
+    assert secret_ref(job["ORBIT_RUNTIME_DATABASE_URL"]) == ("orbit-database", "url")
+    assert job["ORBIT_RUNTIME_USER_HOST"] == "%"
+    for workload in ("rel-orbit-server", "rel-orbit-operator"):
+        assert secret_ref(envs[workload]["ORBIT_DATABASE_URL"]) == ("orbit-database", "url")
+        assert "ORBIT_RUNTIME_DATABASE_URL" not in envs[workload]
+
+
+def test_a_one_user_install_is_refused_unless_accepted_and_then_the_notes_say_the_cost(
+    helm: Run,
+) -> None:
+    refused = helm("template", "rel", str(CHART), "--set", "database.migrationSecret=", check=False)
+    assert refused.returncode != 0
+    assert "can UPDATE and DELETE audit rows" in refused.stderr
+    assert "database.singleUser=true" in refused.stderr
+    both = ["--set", "database.singleUser=true"]
+    assert helm("template", "rel", str(CHART), *both, check=False).returncode != 0
+
+    accepted = ["--set", "database.migrationSecret=", *both]
+    docs = render(helm, {"database.migrationSecret": "", "database.singleUser": "true"})
+    job = env_of(next(c for w, _p, c in containers(docs) if "migrate" in w))
+    assert secret_ref(job["ORBIT_DATABASE_URL"]) == ("orbit-database", "url")
+    assert "ORBIT_RUNTIME_DATABASE_URL" not in job
+    result = helm("install", "rel", str(CHART), "--dry-run=client", *accepted)
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "WARNING: database.singleUser=true" in notes
+    assert "UPDATEing or DELETEing audit rows" in notes
+
+
+def test_each_namespaces_webhook_secrets_are_mounted_in_its_own_folder(
+    full_docs: list[Doc],
+) -> None:
+    server = one(full_docs, "Deployment", "-server")["spec"]["template"]["spec"]
+    (container,) = server["containers"]
+    volumes = {v["name"]: v for v in server["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    for namespace in ("shop", "billing"):
+        mount = mounts[f"/etc/orbit/webhook-secrets/{namespace}"]
+        assert mount["readOnly"] is True
+        secret = volumes[mount["name"]]["secret"]["secretName"]
+        assert secret == f"orbit-webhooks-{namespace}"
+    assert env_of(container)["ORBIT_WEBHOOK_SECRETS_DIR"] == "/etc/orbit/webhook-secrets"
+
+
+def test_the_webhook_allow_list_and_the_payload_limit_reach_the_processes(
+    helm: Run, full_docs: list[Doc], default_docs: list[Doc]
+) -> None:
+    envs = {w: env_of(c) for w, _p, c in containers(full_docs)}
+    assert envs["rel-orbit-server"]["ORBIT_WEBHOOK_ALLOW"] == "receiver.billing.svc.cluster.local"
+    defaults = {w: env_of(c) for w, _p, c in containers(default_docs)}
+    assert "ORBIT_WEBHOOK_ALLOW" not in defaults["rel-orbit-server"], "nothing allowed by default"
+    assert "ORBIT_WEBHOOK_SECRETS_DIR" not in defaults["rel-orbit-server"]
+    raised = {w: env_of(c) for w, _p, c in containers(render(helm, {"maxPayloadBytes": "4194304"}))}
+    for workload in ("rel-orbit-server", "rel-orbit-operator"):
+        assert defaults[workload]["ORBIT_MAX_PAYLOAD_BYTES"] == "1048576"
+        assert raised[workload]["ORBIT_MAX_PAYLOAD_BYTES"] == "4194304"
+
+
+def test_the_egress_policy_admits_dns_the_database_and_public_receivers_only(
+    helm: Run, full_docs: list[Doc]
+) -> None:
+    policy = one(full_docs, "NetworkPolicy", "-server")["spec"]
+    dns, database, webhooks = policy["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert database["to"] == [{"ipBlock": {"cidr": "10.0.5.10/32"}}]
+    assert database["ports"] == [{"port": 3306, "protocol": "TCP"}]
+    (receivers,) = webhooks["to"]
+    assert receivers["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "169.254.0.0/16", "127.0.0.0/8"} <= set(receivers["ipBlock"]["except"])
+    sets = ["--set", "networkPolicy.enabled=true", "--set", "networkPolicy.egress.enabled=true"]
+    refused = helm("template", "rel", str(CHART), *sets, check=False)
+    assert refused.returncode != 0 and "networkPolicy.egress.databaseTo" in refused.stderr

@@ -82,6 +82,12 @@ class Server:
     log: Path
     webhook_secrets: Path  # the server's --webhook-secrets-dir
 
+    def put_webhook_secret(self, namespace: str, name: str, secret: str) -> None:
+        """Signing secret ``name`` of ``namespace``: a file in the namespace's own folder."""
+        folder = self.webhook_secrets / namespace
+        folder.mkdir(exist_ok=True)
+        (folder / name).write_text(secret + "\n")
+
 
 def start_server(database_url: str, log: Path, *args: str, port: int | None = None) -> Server:
     """`orbit server` on ``port`` (default: a free one) of 127.0.0.1, once it answers /healthz
@@ -147,6 +153,8 @@ def server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     fast = [
         *("--reaper-interval", "0.2", "--heartbeat-interval", "0.5"),
         *("--gauge-interval", "0.5", "--delivery-interval", "0.2"),
+        # The tests' webhook receivers listen on this machine: loopback is refused by default.
+        *("--webhook-allow", "127.0.0.1/32"),
     ]
     started = start_server(mariadb_url, log, *fast)
     wait_until(lambda: is_ready(started), timeout=30)

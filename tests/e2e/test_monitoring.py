@@ -106,7 +106,7 @@ def delivery_work(client: Client, flows: Tenant) -> None:
     ns = flows.namespace
     client.put_subscription(ns, "receipts", mode="pull", outcomes=["CANCELLED"])
     secret_ref = "monitoring-hook"
-    (flows.server.webhook_secrets / secret_ref).write_text(new_secret())
+    flows.server.put_webhook_secret(ns, secret_ref, new_secret())
     client.put_subscription(
         ns,
         "hook",

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from orbit_sdk import AsyncClient, Client, Conflict, Forbidden, ValidationFailed
 from orbit_sdk.webhooks import InvalidWebhook, verify_webhook
 
-from .conftest import Server, Tenant, make_tenant, wait_until
+from .conftest import Server, Tenant, make_tenant, start_server, stop_server, wait_until
 from .receiver import Receiver, new_secret
 from .test_cli import orbit
 
@@ -44,8 +44,8 @@ def receiver() -> Iterator[Receiver]:
 def subscribe_push(
     client: Client, server: Server, namespace: str, name: str, receiver: Receiver, **policy: Any
 ) -> None:
-    """A push subscription to ``receiver``, its secret in the server's secrets directory."""
-    secret_ref = secret_file(server, receiver.secret)
+    """A push subscription to ``receiver``, its secret in the namespace's secrets folder."""
+    secret_ref = secret_file(server, namespace, receiver.secret)
     client.put_subscription(
         namespace, name, mode="push", url=receiver.url, secret_ref=secret_ref, **policy
     )
@@ -58,9 +58,9 @@ def cancelled_task(client: Client, namespace: str, n: int = 0) -> str:
     return task.id
 
 
-def secret_file(server: Server, secret: str) -> str:
+def secret_file(server: Server, namespace: str, secret: str) -> str:
     name = f"hook-{uuid.uuid4().hex[:8]}"
-    (server.webhook_secrets / name).write_text(secret + "\n")
+    server.put_webhook_secret(namespace, name, secret)
     return name
 
 
@@ -173,6 +173,69 @@ def test_a_push_subscription_whose_secret_the_server_cannot_read_is_refused(
         )
 
 
+def test_naming_another_namespaces_secret_is_answered_as_naming_one_nobody_has(
+    admin: Tenant, server: Server, mariadb_engine: sa.Engine
+) -> None:
+    """Seed §11, cross-namespace secrets are refused: ``admin``'s namespace names a secret
+    that ``other``'s namespace holds. The answer is the one for a name no namespace uses —
+    same status, same problem, word for word — and ``other`` itself may use it."""
+    other = make_tenant(server, mariadb_engine, ["admin"])
+    server.put_webhook_secret(other.namespace, "shared-name", new_secret())
+    body = {"mode": "push", "url": "http://127.0.0.1:9/", "secret_ref": "shared-name"}
+    url = f"{server.url}/v1/namespaces/{admin.namespace}/subscriptions/steal"
+
+    theirs = httpx.put(url, json=body, headers=admin.headers)
+    (server.webhook_secrets / other.namespace / "shared-name").unlink()
+    nobodys = httpx.put(url, json=body, headers=admin.headers)
+
+    assert theirs.status_code == nobodys.status_code == 422
+    answers = [{k: v for k, v in r.json().items() if k != "request_id"} for r in (theirs, nobodys)]
+    assert answers[0] == answers[1] and answers[0]["detail"].startswith("secret_ref: ")
+    server.put_webhook_secret(other.namespace, "shared-name", new_secret())
+    with Client(server.url, token=other.token) as owner:
+        owned = owner.put_subscription(
+            other.namespace,
+            "mine",
+            mode="push",
+            url="http://127.0.0.1:9/",
+            secret_ref="shared-name",
+        )
+    assert owned.version == 1
+
+
+@pytest.fixture(scope="module")
+def default_server(mariadb_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`orbit server` as installed: no --webhook-allow."""
+    started = start_server(mariadb_url, tmp_path_factory.mktemp("default") / "server.log")
+    yield started
+    stop_server(started)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/hook",
+        "http://localhost/hook",
+        "http://[::1]/hook",
+        "http://169.254.169.254/latest/meta-data/iam/",
+        "http://10.96.0.1/api/v1/secrets",  # a cluster's Kubernetes API Service
+        "http://0.0.0.0:8080/",
+    ],
+)
+def test_a_default_server_refuses_a_push_subscription_to_loopback_link_local_or_private(
+    default_server: Server, mariadb_engine: sa.Engine, url: str
+) -> None:
+    admin = make_tenant(default_server, mariadb_engine, ["admin"])
+    default_server.put_webhook_secret(admin.namespace, "hook", new_secret())
+    with Client(default_server.url, token=admin.token) as client:
+        with pytest.raises(ValidationFailed, match=r"url: host .* resolves to .*--webhook-allow"):
+            client.put_subscription(admin.namespace, "x", mode="push", url=url, secret_ref="hook")
+        public = client.put_subscription(
+            admin.namespace, "ok", mode="push", url="https://93.184.215.14/hook", secret_ref="hook"
+        )
+    assert public.version == 1
+
+
 def test_subscriptions_and_audit_are_namespace_scoped_and_need_the_admin_role(
     admin: Tenant, client: Client, server: Server, mariadb_engine: sa.Engine
 ) -> None:
@@ -203,7 +266,7 @@ def test_pulling_a_push_subscription_is_a_conflict(
         "pushed",
         mode="push",
         url="http://127.0.0.1:9/",
-        secret_ref=secret_file(server, new_secret()),
+        secret_ref=secret_file(server, admin.namespace, new_secret()),
     )
     with pytest.raises(Conflict, match="push subscription"):
         client.pull_events(admin.namespace, "pushed")

@@ -19,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit.engines import deliveries, reaper, weave_inbox, weave_timers
+from orbit.engines.egress import EgressPolicy
 from orbit.engines.loop import EngineLoop
 from orbit.metrics import Metrics
 from orbit_store.pulse import expiry
@@ -115,7 +116,10 @@ def test_the_timer_loop_counts_a_workflow_it_fails_on_and_wakes_the_others(
     monkeypatch.setattr(
         timers,
         "wake_instance",
-        failing_for(timers.wake_instance, lambda conn, namespace, instance_id: instance_id == bad),
+        failing_for(
+            timers.wake_instance,
+            lambda conn, namespace, instance_id, **_: instance_id == bad,
+        ),
     )
     weave.advance(6)
     metrics = Metrics(weave.engine)
@@ -145,8 +149,11 @@ class Receiver:
 
 
 @pytest.fixture
-def secrets_dir(tmp_path: Path) -> Path:
-    (tmp_path / "hook-secret").write_text("whsec_" + base64.b64encode(b"k" * 32).decode())
+def secrets_dir(tmp_path: Path, pulse: PulseDriver) -> Path:
+    """The secrets directory; the namespace's own folder holds ``hook-secret``."""
+    (tmp_path / pulse.namespace).mkdir()
+    secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    (tmp_path / pulse.namespace / "hook-secret").write_text(secret)
     return tmp_path
 
 
@@ -161,7 +168,11 @@ def sender(
 ) -> Iterator[deliveries.WebhookSender]:
     metrics = Metrics(pulse.engine)
     webhook_sender = deliveries.WebhookSender(
-        pulse.engine, metrics, secrets_dir, transport=httpx.MockTransport(receiver)
+        pulse.engine,
+        metrics,
+        secrets_dir,
+        egress=EgressPolicy.parse(["127.0.0.0/8"]),  # the driver's URLs are on loopback
+        transport=httpx.MockTransport(receiver),
     )
     yield webhook_sender
     webhook_sender.close()
@@ -217,7 +228,7 @@ def test_a_receiver_that_cannot_be_addressed_is_a_failed_attempt_and_stops_no_on
     for name in ("a-bad-url", "b-bad-secret", "c-fine"):
         delivery.subscribe(name, "push", max_attempts=1)
     _set_subscription(delivery, "a-bad-url", url="http://[::1/hook")
-    (secrets_dir / "a-directory").mkdir()
+    (secrets_dir / delivery.namespace / "a-directory").mkdir()
     _set_subscription(delivery, "b-bad-secret", secret_ref="a-directory")
     delivery.succeeded_task()
 

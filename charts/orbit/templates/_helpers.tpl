@@ -76,3 +76,21 @@ app.kubernetes.io/component: {{ .component }}
 - name: tmp
   mountPath: /tmp
 {{- end -}}
+
+{{/* Refuse value combinations that would install something unsafe or unusable. */}}
+{{- define "orbit.validate" -}}
+{{- if and (not .Values.database.migrationSecret) (not .Values.database.singleUser) -}}
+{{- fail "database.migrationSecret is empty: the server would run as the migration's user, which can UPDATE and DELETE audit rows. Create a Secret with a DDL-capable user's URL and set database.migrationSecret (the hook then creates the server's own user), or accept one user with database.singleUser=true (docs/operations/install.md#database-users)" -}}
+{{- end -}}
+{{- if and .Values.database.migrationSecret .Values.database.singleUser -}}
+{{- fail "database.singleUser=true runs everything as existingSecret's user: set database.migrationSecret=\"\" as well" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled .Values.networkPolicy.egress.enabled (not .Values.networkPolicy.egress.databaseTo) -}}
+{{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.databaseTo: the peers where MySQL is (e.g. [{ipBlock: {cidr: 10.0.5.10/32}}])" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The folder of each namespace's webhook signing secrets. */}}
+{{- define "orbit.webhookSecretsDir" -}}
+/etc/orbit/webhook-secrets
+{{- end -}}
