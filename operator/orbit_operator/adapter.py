@@ -21,6 +21,7 @@ from orbit.reconcile.admission import admit
 from orbit.reconcile.audited import delete_audited, reconcile_audited
 from orbit.reconcile.kinds import KINDS, SecretLookup
 from orbit.reconcile.queue import OPERATOR_ACTOR
+from orbit.reconcile.reserved import OPERATOR_HOW, refusal
 from orbit.reconcile.resource import (
     API_VERSION,
     DATABASE_UNAVAILABLE,
@@ -50,6 +51,14 @@ class Failure:
 
 def no_secrets(_namespace: str, _name: str) -> dict[str, str] | None:
     return None
+
+
+def reserved(ctx: Context, body: Mapping[str, Any]) -> InvalidSpec | None:
+    """Why this operator may not declare the body's resource: its namespace is the reserved
+    system namespace and the operator does not run there (orbit/reconcile/reserved.py)."""
+    namespace = str((body.get("metadata") or {}).get("namespace"))
+    trusted = ctx.config.own_namespace == namespace
+    return refusal(namespace, trusted=trusted, how=OPERATOR_HOW)
 
 
 def admit_body(kind: str, body: Mapping[str, Any]) -> Resource:
@@ -133,6 +142,9 @@ def _reconcile(
 ) -> Failure | None:
     handlers = KINDS[kind]
     try:
+        refused = reserved(ctx, body)
+        if refused is not None:
+            raise refused
         resource = admit_body(kind, body)
         outcome = database.run(
             ctx.engine,
@@ -171,10 +183,20 @@ def _reconcile(
 def delete_resource(
     ctx: Context, kind: str, body: Mapping[str, Any], out: Status, logger: Logger
 ) -> Failure | None:
-    """Remove what the resource declared from MySQL; a Failure keeps the finalizer."""
+    """Remove what the resource declared from MySQL; a Failure keeps the finalizer. A resource
+    this operator refused as reserved never declared anything: its deletion touches nothing
+    (the system namespace's rows are not a stray resource's to delete)."""
     handlers = KINDS[kind]
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    if reserved(ctx, body) is not None:
+        logger.info(
+            "%s %s/%s was never applied (reserved namespace): nothing to delete",
+            kind,
+            namespace,
+            name,
+        )
+        return None
     try:
         resource: Resource | None = admit_body(kind, body)
     except InvalidSpec:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 ENV_DATABASE_URL = "ORBIT_DATABASE_URL"
 ENV_SERVER_URL = "ORBIT_SERVER_URL"
@@ -18,6 +19,10 @@ ENV_AUTOSCALE_SECONDS = "ORBIT_OPERATOR_AUTOSCALE_SECONDS"
 ENV_RETRY_SECONDS = "ORBIT_OPERATOR_RETRY_SECONDS"
 ENV_METRICS_PORT = "ORBIT_OPERATOR_METRICS_PORT"
 ENV_METRICS_HOST = "ORBIT_OPERATOR_METRICS_HOST"
+#: The Kubernetes namespace the operator runs in (the chart sets it from the downward API).
+ENV_OWN_NAMESPACE = "ORBIT_OPERATOR_NAMESPACE"
+#: Where a pod's own namespace is, when the variable is not set.
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 DEFAULT_SERVER_URL = "http://orbit.orbit-system:8080"
 
@@ -45,9 +50,13 @@ class OperatorConfig:
     retry_seconds: float = 10.0  # retry delay: database unavailable, deletion waiting on tasks
     metrics_port: int = 9090  # Prometheus /metrics; 0 turns it off
     metrics_host: str = "0.0.0.0"
+    #: The Kubernetes namespace this operator runs in; None when unknown (outside a pod).
+    own_namespace: str | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
+    ) -> OperatorConfig:
         env = os.environ if env is None else env
         defaults = cls()
         return cls(
@@ -58,7 +67,15 @@ class OperatorConfig:
             retry_seconds=_seconds(env, ENV_RETRY_SECONDS, defaults.retry_seconds),
             metrics_port=_port(env, ENV_METRICS_PORT, defaults.metrics_port),
             metrics_host=env.get(ENV_METRICS_HOST) or defaults.metrics_host,
+            own_namespace=env.get(ENV_OWN_NAMESPACE) or _file_text(namespace_file),
         )
+
+
+def _file_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

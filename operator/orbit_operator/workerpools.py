@@ -16,7 +16,7 @@ from orbit.reconcile.resource import INVALID_SPEC, RECONCILED, InvalidSpec, Reso
 from orbit.reconcile.workerpool import desired_deployment, desired_replicas, status_of
 
 from . import database
-from .adapter import Failure, admit_body, invalid, raise_for, unavailable
+from .adapter import Failure, admit_body, invalid, raise_for, reserved, unavailable
 from .context import Context, context_of
 from .database import DatabaseUnavailable
 from .kube import KubeError
@@ -53,6 +53,9 @@ def _current(deployment: Mapping[str, Any] | None) -> tuple[int | None, dt.datet
 def sync_pool(ctx: Context, body: kopf.Body, out: Status, logger: kopf.Logger) -> Failure | None:
     """Apply the pool's Deployment at the size the backlog asks for; write the status."""
     try:
+        refused = reserved(ctx, body)
+        if refused is not None:
+            raise refused
         resource = admit_body(KIND, body)
         counts = database.run(ctx.engine, lambda conn: status_of(conn, resource))
     except InvalidSpec as exc:

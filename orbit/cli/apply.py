@@ -37,6 +37,14 @@ def apply(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change.")] = False,
     actor: Actor = None,
+    allow_system_namespace: Annotated[
+        bool,
+        typer.Option(
+            "--allow-system-namespace",
+            help="Also apply (and prune) objects in orbit-system, the reserved namespace whose "
+            "admins fence the whole database; refused without it.",
+        ),
+    ] = False,
 ) -> None:
     """Apply custom-resource manifests without a cluster, through the operator's reconcilers.
 
@@ -63,6 +71,7 @@ def apply(
             prune_namespaces=prune_namespace,
             dry_run=dry_run,
             actor=f"orbit-apply:{actor or default_actor()}",
+            allow_system_namespace=allow_system_namespace,
         )
     except ManifestError as exc:
         typer.echo(f"error: nothing was applied:\n{exc}", err=True)

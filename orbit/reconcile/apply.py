@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from orbit_store.db import run_transaction
 from orbit_store.pulse.queues import undeclared_queues
 
+from . import reserved
 from .audited import delete_audited, reconcile_audited
 from .kinds import KINDS, Kind
 from .manifests import ManifestError, ManifestSet, read
@@ -40,16 +41,20 @@ def apply_manifests(
     prune_namespaces: list[str] | None = None,
     dry_run: bool = False,
     actor: str = "orbit-apply",
+    allow_system_namespace: bool = False,
 ) -> list[Line]:
     """Apply every Orbit resource under ``paths``; raises ManifestError before writing.
 
     Each object is one transaction; a dry run does everything in one transaction (so later
     objects see earlier ones, as they would for real) and rolls it back. Pruning touches only
     the namespaces the manifests declare objects in, or exactly ``prune_namespaces`` when given
-    (as kubectl's --prune needs a selector): applying one team's folder never prunes another's."""
+    (as kubectl's --prune needs a selector): applying one team's folder never prunes another's.
+    The reserved system namespace is neither applied nor pruned unless ``allow_system_namespace``
+    (orbit/reconcile/reserved.py)."""
     manifests = read(paths, default_namespace)
     problems = (
         manifests.problems
+        + _reserved_problems(manifests, prune_namespaces or [], allow_system_namespace)
         + _spec_problems(manifests)
         + _queue_reference_problems(engine, manifests)
     )
@@ -76,6 +81,21 @@ def _apply_all(
     for namespace in prune_scope:
         lines += _prune(run, manifests, namespace, actor)
     return lines
+
+
+def _reserved_problems(
+    manifests: ManifestSet, prune_namespaces: list[str], allowed: bool
+) -> list[str]:
+    problems = []
+    for r in manifests.resources:
+        refused = reserved.refusal(r.namespace, trusted=allowed, how=reserved.APPLY_HOW)
+        if refused is not None:
+            problems.append(f"{r.ref}: {refused}")
+    for namespace in prune_namespaces:
+        refused = reserved.refusal(namespace, trusted=allowed, how=reserved.APPLY_HOW)
+        if refused is not None:
+            problems.append(f"--prune-namespace {namespace}: {refused.message}")
+    return problems
 
 
 def _spec_problems(manifests: ManifestSet) -> list[str]:

@@ -437,3 +437,15 @@ def test_the_egress_policy_admits_dns_the_database_and_public_receivers_only(
     sets = ["--set", "networkPolicy.enabled=true", "--set", "networkPolicy.egress.enabled=true"]
     refused = helm("template", "rel", str(CHART), *sets, check=False)
     assert refused.returncode != 0 and "networkPolicy.egress.databaseTo" in refused.stderr
+
+
+def test_the_operator_knows_its_own_namespace_for_the_reserved_system_namespace(
+    default_docs: list[Doc],
+) -> None:
+    """orbit/reconcile/reserved.py: the operator declares resources in orbit-system only when
+    it runs there; the chart tells it where it runs."""
+    (container,) = one(default_docs, "Deployment", "-operator")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    own = env_of(container)["ORBIT_OPERATOR_NAMESPACE"]
+    assert own == {"fieldRef": {"fieldPath": "metadata.namespace"}}

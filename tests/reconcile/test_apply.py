@@ -221,3 +221,44 @@ def test_a_schedule_template_over_the_payload_limit_applies_nothing(
     assert "Schedule/shop/big: spec.taskTemplate.params:" in message
     assert "the limit is 2048 bytes" in message
     assert rows(store, queues) == []
+
+
+def test_the_reserved_system_namespace_is_applied_only_when_asked_for(
+    store: sa.Engine, tmp_path: Path
+) -> None:
+    """An admin token in orbit-system is the database's administrator (restore fencing): a
+    folder of manifests cannot declare one there unless the apply says it is meant to."""
+    token = "orb_system_token_0123456789abcdef0"
+    (tmp_path / "system.yaml").write_text(
+        secret("fence-token", token, namespace="orbit-system")
+        + "---\napiVersion: orbit.dev/v1alpha1\nkind: Credential\n"
+        "metadata: {name: fencer, namespace: orbit-system}\n"
+        "spec: {secretRef: {name: fence-token}, roles: [admin]}\n"
+    )
+    with pytest.raises(ManifestError) as error:
+        apply_manifests(store, [tmp_path])
+    message = str(error.value)
+    assert "Credential/orbit-system/fencer: metadata.namespace:" in message
+    assert "reserved system namespace" in message and "--allow-system-namespace" in message
+    with store.connect() as conn:
+        assert authenticate(conn, token) is None
+    with pytest.raises(ManifestError, match="reserved system namespace"):
+        apply_manifests(store, [EXAMPLES], prune=True, prune_namespaces=["orbit-system"])
+
+    cli = runner.invoke(
+        app,
+        [
+            "apply",
+            "-f",
+            str(tmp_path),
+            "--database-url",
+            store.url.render_as_string(hide_password=False),
+        ],
+    )
+    assert cli.exit_code == 2 and "--allow-system-namespace" in cli.output
+
+    lines = apply_manifests(store, [tmp_path], allow_system_namespace=True)
+    assert ("Credential/orbit-system/fencer", "configured") in {(x.ref, x.action) for x in lines}
+    with store.connect() as conn:
+        found = authenticate(conn, token)
+    assert found is not None and found.namespace == "orbit-system"
