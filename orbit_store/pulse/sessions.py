@@ -106,10 +106,14 @@ def register_session(
     now = db_now(conn)
     pool = node = None
     if pod_uid is not None or require_registered_pod:
+        # Only this namespace's pods: another namespace's pod is as unknown as no pod at all,
+        # and its row is never read or locked here (one namespace per transaction).
         pod = conn.execute(
-            sa.select(worker_pods).where(worker_pods.c.uid == pod_uid).with_for_update(read=True)
+            sa.select(worker_pods)
+            .where(worker_pods.c.uid == pod_uid, worker_pods.c.namespace == namespace)
+            .with_for_update(read=True)
         ).one_or_none()
-        if pod is None or pod.deleted_at is not None or pod.namespace != namespace:
+        if pod is None or pod.deleted_at is not None:
             raise Conflict(
                 f"pod {pod_uid!r} is not a registered worker pod of namespace {namespace!r}; "
                 "in cluster mode workers must run in a WorkerPool"

@@ -97,3 +97,46 @@ def test_two_credentials_of_one_namespace_may_not_share_a_token(pulse: PulseDriv
     run_transaction(pulse.engine, functools.partial(put, name="first"))
     with pytest.raises(Conflict, match=r"'first' .* already uses this token"):
         run_transaction(pulse.engine, functools.partial(put, name="second"))
+
+
+def test_a_session_naming_another_namespaces_pod_reads_only_its_own_namespace(
+    pulse: PulseDriver,
+) -> None:
+    """Cluster mode: a worker of ``pulse``'s namespace names a pod registered in another
+    namespace. It is refused exactly like an unknown pod, and the lookup itself is confined to
+    the session's namespace (it never locks the other namespace's row)."""
+    from orbit_store.pulse.pods import PodInfo, register_pod
+    from orbit_store.pulse.sessions import register_session
+
+    other = PulseDriver(pulse.base_engine)
+    pod = PodInfo("uid-" + other.namespace, other.namespace, "w-0", "pool", None, "Running")
+    other.tx(lambda c: register_pod(c, pod))
+    statements: list[tuple[str, Any]] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
+        if "worker_pods" in statement:
+            statements.append((statement, params))
+
+    def register(uid: str) -> Any:
+        return functools.partial(
+            register_session,
+            namespace=pulse.namespace,
+            worker_name="w",
+            queues=["default"],
+            ttl_seconds=60,
+            pod_uid=uid,
+            require_registered_pod=True,
+        )
+
+    event.listen(pulse.base_engine, "before_cursor_execute", seen)
+    try:
+        with pytest.raises(Conflict) as theirs:
+            pulse.tx(register(pod.uid))
+    finally:
+        event.remove(pulse.base_engine, "before_cursor_execute", seen)
+    with pytest.raises(Conflict) as unknown:
+        pulse.tx(register("uid-nobody"))
+    assert str(theirs.value).replace(pod.uid, "X") == str(unknown.value).replace("uid-nobody", "X")
+    ((_, params),) = statements
+    values = params.values() if isinstance(params, dict) else params
+    assert pulse.namespace in [str(v) for v in values], "the lookup names the session's namespace"
