@@ -25,8 +25,12 @@ kubectl -n "$NS" run mysql --image=mysql:8.4 --port=3306 \
 kubectl -n "$NS" expose pod mysql --port=3306
 kubectl -n "$NS" wait --for=condition=Ready pod/mysql --timeout=180s
 until kubectl -n "$NS" exec mysql -- mysqladmin -uroot -pe2e ping >/dev/null 2>&1; do sleep 2; done
-kubectl -n "$NS" create secret generic orbit-database \
+# Two users: the hook migrates as root and creates the server's own user (audit rows
+# append-only for it).
+kubectl -n "$NS" create secret generic orbit-database-admin \
   --from-literal=url="mysql+pymysql://root:e2e@mysql.${NS}.svc:3306/orbit"
+kubectl -n "$NS" create secret generic orbit-database \
+  --from-literal=url="mysql+pymysql://orbit:$(openssl rand -hex 16)@mysql.${NS}.svc:3306/orbit"
 
 helm install orbit charts/orbit --namespace "$NS" --set crds.install=true --wait --timeout 5m
 kubectl -n "$NS" rollout status deployment/orbit-server
