@@ -146,3 +146,64 @@ def test_dev_on_a_busy_port_says_so_in_one_line_and_exits_5(tmp_path: Path) -> N
         "Stop it or choose another --port."
     ]
     assert not (tmp_path / "dev.db").exists()
+
+
+def test_dev_delivers_webhooks_to_a_receiver_on_this_machine(tmp_path: Path) -> None:
+    """`orbit dev` allows loopback (a default `orbit server` refuses it), with the same
+    secrets layout: DIR/<namespace>/<secret_ref>."""
+    from orbit_sdk import Client
+
+    from .receiver import Receiver, new_secret
+
+    receiver = Receiver(new_secret()).start()
+    secrets = tmp_path / "webhook-secrets"
+    (secrets / "dev").mkdir(parents=True)
+    (secrets / "dev" / "hook").write_text(receiver.secret)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    dev = subprocess.Popen(
+        [ORBIT, "dev", "--db", str(tmp_path / "dev.db"), "--port", str(port)],
+        cwd=ROOT,
+        env={**env, "ORBIT_WEBHOOK_SECRETS_DIR": str(secrets)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    server = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _ready(server, dev), timeout=30)
+        token = (tmp_path / "dev-token").read_text().strip()
+        with Client(server, token=token) as client:
+            client.put_subscription(
+                "dev", "local", mode="push", url=receiver.url, secret_ref="hook"
+            )
+            task = client.submit("dev", handler="x.later", delay=3600)
+            client.cancel("dev", task.id, reason="an outcome for the webhook")
+        wait_until(lambda: receiver.processed, timeout=30)
+        assert receiver.rejected_signatures == 0
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        dev.wait(30)
+        receiver.stop()
+
+
+def test_a_bad_webhook_allow_entry_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    done = subprocess.run(
+        [
+            ORBIT,
+            "dev",
+            "--db",
+            str(tmp_path / "dev.db"),
+            "--port",
+            str(free_port()),
+            "--webhook-allow",
+            "not a host!",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "'not a host!' is neither a CIDR" in done.stderr
