@@ -217,6 +217,25 @@ def make_tenant(server: Server, engine: sa.Engine, roles: list[str]) -> Tenant:
     return Tenant(namespace, issued.token, server)
 
 
+#: A workflow definition with a task step and a signal wait (published as "flow").
+FLOW_SPEC = {
+    "steps": [
+        {"name": "first", "task": {"handler": "e2e.echo", "params": {"n": "${input.n}"}}},
+        {"name": "approval", "dependsOn": ["first"], "wait": {"signal": "go"}},
+    ]
+}
+
+
+def flow_admin(server: Server, engine: sa.Engine) -> Tenant:
+    """An admin tenant whose namespace has FLOW_SPEC published as workflow "flow"."""
+    from orbit_sdk import Client
+
+    tenant = make_tenant(server, engine, ["admin"])
+    with Client(server.url, token=tenant.token) as client:
+        client.publish_workflow(tenant.namespace, "flow", FLOW_SPEC)
+    return tenant
+
+
 def short_lease_queue(
     engine: sa.Engine, tenant: Tenant, name: str = "short", lease_seconds: int = 2
 ) -> str:

@@ -14,24 +14,15 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, PayloadTooLarge
 
-from .conftest import Server, Tenant, make_tenant, wait_until
+from .conftest import Server, Tenant, flow_admin, wait_until
 
 LIMIT = 1024 * 1024
 BLOB = "x" * (LIMIT + 1)
-SPEC = {
-    "steps": [
-        {"name": "first", "task": {"handler": "e2e.echo", "params": {"n": "${input.n}"}}},
-        {"name": "approval", "dependsOn": ["first"], "wait": {"signal": "go"}},
-    ]
-}
 
 
 @pytest.fixture
 def admin(server: Server, mariadb_engine: sa.Engine) -> Tenant:
-    tenant = make_tenant(server, mariadb_engine, ["admin"])
-    with Client(server.url, token=tenant.token) as client:
-        client.publish_workflow(tenant.namespace, "flow", SPEC)
-    return tenant
+    return flow_admin(server, mariadb_engine)
 
 
 def post(tenant: Tenant, path: str, body: dict[str, Any], method: str = "POST") -> httpx.Response:

@@ -19,24 +19,8 @@ pytestmark = pytest.mark.slow
 
 def test_quick_start_dev_server_example_worker_and_cli(tmp_path: Path) -> None:
     port = free_port()
-    db = tmp_path / "dev.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
-    dev = subprocess.Popen(
-        [
-            ORBIT,
-            "dev",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--worker",
-            "examples.quickstart.worker:worker",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    env = clean_env()
+    dev = start_dev(tmp_path, port, "--worker", "examples.quickstart.worker:worker")
     server = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _ready(server, dev), timeout=30)
@@ -82,6 +66,24 @@ def test_quick_start_dev_server_example_worker_and_cli(tmp_path: Path) -> None:
     assert dev.returncode == 0, dev.stderr.read().decode()[-3000:] if dev.stderr else ""
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without ORBIT_ variables (the dev server's own are printed)."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}, **extra}
+
+
+def start_dev(
+    tmp_path: Path, port: int, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`orbit dev` on ``port`` with its database in ``tmp_path``."""
+    return subprocess.Popen(
+        [ORBIT, "dev", "--db", str(tmp_path / "dev.db"), "--port", str(port), *args],
+        cwd=ROOT,
+        env=env or clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
 def _ready(server: str, process: subprocess.Popen[bytes]) -> bool:
     if process.poll() is not None:
         raise AssertionError(process.stderr.read().decode() if process.stderr else "exited")
@@ -96,23 +98,7 @@ def test_dev_applies_manifests_from_a_folder_at_start(tmp_path: Path) -> None:
 
     port = free_port()
     db = tmp_path / "dev.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
-    dev = subprocess.Popen(
-        [
-            ORBIT,
-            "dev",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--manifests",
-            str(ROOT / "examples" / "manifests"),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    dev = start_dev(tmp_path, port, "--manifests", str(ROOT / "examples" / "manifests"))
     try:
         wait_until(lambda: _ready(f"http://127.0.0.1:{port}", dev), timeout=30)
     finally:
@@ -160,14 +146,7 @@ def test_dev_delivers_webhooks_to_a_receiver_on_this_machine(tmp_path: Path) -> 
     (secrets / "dev").mkdir(parents=True)
     (secrets / "dev" / "hook").write_text(receiver.secret)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
-    dev = subprocess.Popen(
-        [ORBIT, "dev", "--db", str(tmp_path / "dev.db"), "--port", str(port)],
-        cwd=ROOT,
-        env={**env, "ORBIT_WEBHOOK_SECRETS_DIR": str(secrets)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    dev = start_dev(tmp_path, port, env=clean_env(ORBIT_WEBHOOK_SECRETS_DIR=str(secrets)))
     server = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _ready(server, dev), timeout=30)
@@ -187,7 +166,7 @@ def test_dev_delivers_webhooks_to_a_receiver_on_this_machine(tmp_path: Path) -> 
 
 
 def test_a_bad_webhook_allow_entry_is_a_usage_error_naming_it(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    env = clean_env()
     done = subprocess.run(
         [
             ORBIT,

@@ -12,24 +12,16 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, Forbidden, NotFound
 
-from .conftest import Server, Tenant, make_tenant
+from .conftest import FLOW_SPEC, Server, Tenant, flow_admin
 
 pytestmark = pytest.mark.slow
 
-SPEC = {
-    "steps": [
-        {"name": "first", "task": {"handler": "e2e.echo", "params": {"n": "${input.n}"}}},
-        {"name": "approval", "dependsOn": ["first"], "wait": {"signal": "go"}},
-    ]
-}
+SPEC = FLOW_SPEC
 
 
 @pytest.fixture
 def admin(server: Server, mariadb_engine: sa.Engine) -> Tenant:
-    tenant = make_tenant(server, mariadb_engine, ["admin"])
-    with Client(server.url, token=tenant.token) as client:
-        client.publish_workflow(tenant.namespace, "flow", SPEC)
-    return tenant
+    return flow_admin(server, mariadb_engine)
 
 
 def url(tenant: Tenant, path: str) -> str:

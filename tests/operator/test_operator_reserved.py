@@ -35,22 +35,21 @@ def rows(engine: sa.Engine, table: sa.Table, name: str) -> list[Any]:
         )
 
 
+def declare_admin_credential(kube: Kube, name: str, token: str) -> dict[str, Any]:
+    """An admin Credential and its Secret in orbit-system, once the operator refused it."""
+    kube.create(secret(SYSTEM_NAMESPACE, f"{name}-token", token=token))
+    spec = {"secretRef": {"name": f"{name}-token"}, "roles": ["admin"]}
+    kube.create(orbit_resource("Credential", SYSTEM_NAMESPACE, name, spec))
+    return kube.wait_ready(
+        "Credential", SYSTEM_NAMESPACE, name, status="False", reason="InvalidSpec"
+    )
+
+
 def test_a_credential_in_orbit_system_is_refused_by_an_operator_running_elsewhere(
     kube: Kube, engine: sa.Engine
 ) -> None:
     name, token = f"fencer-{uuid.uuid4().hex[:8]}", random.token_hex(20)
-    kube.create(secret(SYSTEM_NAMESPACE, f"{name}-token", token=token))
-    kube.create(
-        orbit_resource(
-            "Credential",
-            SYSTEM_NAMESPACE,
-            name,
-            {"secretRef": {"name": f"{name}-token"}, "roles": ["admin"]},
-        )
-    )
-    obj = kube.wait_ready(
-        "Credential", SYSTEM_NAMESPACE, name, status="False", reason="InvalidSpec"
-    )
+    obj = declare_admin_credential(kube, name, token)
     message = obj["status"]["conditions"][0]["message"]
     assert message.startswith("metadata.namespace: 'orbit-system' is Orbit's reserved system")
     assert "orbit admin token create -n orbit-system" in message
@@ -76,16 +75,7 @@ def test_deleting_a_refused_resource_leaves_the_system_namespaces_rows_alone(
         engine,
         functools.partial(create_token, namespace=SYSTEM_NAMESPACE, name=name, roles=["admin"]),
     )
-    kube.create(secret(SYSTEM_NAMESPACE, f"{name}-token", token=random.token_hex(20)))
-    kube.create(
-        orbit_resource(
-            "Credential",
-            SYSTEM_NAMESPACE,
-            name,
-            {"secretRef": {"name": f"{name}-token"}, "roles": ["admin"]},
-        )
-    )
-    kube.wait_ready("Credential", SYSTEM_NAMESPACE, name, status="False", reason="InvalidSpec")
+    declare_admin_credential(kube, name, random.token_hex(20))
     kube.delete(ORBIT, "Credential", SYSTEM_NAMESPACE, name)
     kube.wait_gone(ORBIT, "Credential", SYSTEM_NAMESPACE, name)
     with engine.connect() as conn:
