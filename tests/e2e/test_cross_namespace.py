@@ -23,7 +23,7 @@ from .conftest import Server, Tenant, make_tenant
 
 pytestmark = pytest.mark.slow
 
-ALL_ROLES = ["submit", "work", "review", "admin"]
+ALL_ROLES = ["read", "submit", "work", "review", "admin"]
 SPEC = {"steps": [{"name": "approval", "wait": {"signal": "go"}}]}
 
 
@@ -114,12 +114,15 @@ def requests_into(v: Victim, namespace: str) -> list[tuple[str, str, Any]]:
             f"{ns}/tasks/{task}/retry",
             {"reason": "x", "expected_state_version": 1, "safe_to_retry": True},
         ),
+        ("GET", f"{ns}/overview", None),
+        ("GET", f"{ns}/worker-sessions", None),
         ("GET", f"{ns}/schedules", None),
         ("GET", f"{ns}/schedules/nightly", None),
         ("PUT", f"{ns}/schedules/nightly", {"cron": "@hourly", "task": {"handler": "z"}}),
         ("DELETE", f"{ns}/schedules/nightly", None),
         ("POST", f"{ns}/schedules/nightly/suspend", {}),
         ("POST", f"{ns}/schedules/nightly/resume", {}),
+        ("POST", f"{ns}/schedules/nightly/trigger", {}),
         ("GET", f"{ns}/workflow-definitions/flow", None),
         ("POST", f"{ns}/workflows", {"definition": "flow"}),
         ("GET", f"{ns}/workflows", None),
@@ -161,6 +164,8 @@ def test_the_victims_ids_and_names_under_the_attackers_namespace_find_nothing(
         "GET /tasks",
         "POST /tasks",
         "POST /tasks:batch",
+        "GET /overview",
+        "GET /worker-sessions",
         "GET /schedules",
         "GET /workflows",
         "GET /subscriptions",
@@ -170,7 +175,8 @@ def test_the_victims_ids_and_names_under_the_attackers_namespace_find_nothing(
         short = f"{method} {path.split(attacker.namespace, 1)[1].split('?')[0]}"
         if short in expected_success:
             assert answer.is_success, (short, answer.text)
-            assert victim.task_id not in answer.text and victim.workflow_id not in answer.text
+            for theirs in (victim.task_id, victim.workflow_id, victim.session_id):
+                assert theirs not in answer.text, (short, theirs)
             continue
         assert answer.status_code == 404, (short, answer.status_code, answer.text[:300])
     # Acknowledging the victim's event through the attacker's own subscription acks nothing.
@@ -237,7 +243,7 @@ def assert_untouched(v: Victim) -> None:
     assert live.status_code == 200, "the victim's session is still live"
 
 
-READ = {"submit", "work", "review"}
+READ = {"read", "submit", "work", "review"}
 #: (method, path after the namespace) → the roles that may call it (admin may call anything).
 ROLES = {
     ("GET", "/tasks"): READ,
@@ -247,12 +253,15 @@ ROLES = {
     ("POST", "/tasks/{id}/cancel"): {"submit"},
     ("POST", "/tasks/{id}/review"): {"review"},
     ("POST", "/tasks/{id}/retry"): {"review"},
+    ("GET", "/overview"): READ,
+    ("GET", "/worker-sessions"): READ,
     ("GET", "/schedules"): READ,
     ("GET", "/schedules/nightly"): READ,
     ("PUT", "/schedules/nightly"): {"submit"},
     ("DELETE", "/schedules/nightly"): {"submit"},
     ("POST", "/schedules/nightly/suspend"): {"submit"},
     ("POST", "/schedules/nightly/resume"): {"submit"},
+    ("POST", "/schedules/nightly/trigger"): {"submit"},
     ("GET", "/workflow-definitions/flow"): READ,
     ("POST", "/workflows"): {"submit"},
     ("GET", "/workflows"): READ,
@@ -282,7 +291,7 @@ def test_a_token_without_the_role_a_route_needs_is_forbidden_and_changes_nothing
             mariadb_engine,
             functools.partial(create_token, namespace=ns, name=f"only-{role}", roles=[role]),
         ).token
-        for role in ("submit", "work", "review")
+        for role in ("read", "submit", "work", "review")
     }
     wrong = []
     for method, path, body in requests_into(victim, ns):
@@ -296,7 +305,7 @@ def test_a_token_without_the_role_a_route_needs_is_forbidden_and_changes_nothing
             answer = call(as_role, method, path, body)
             if answer.status_code != 403:
                 wrong.append((role, method, tail, answer.status_code))
-    for role in ("submit", "review"):  # the worker protocol needs the work role
+    for role in ("read", "submit", "review"):  # the worker protocol needs the work role
         as_role = Tenant(ns, tokens[role], victim.tenant.server)
         for method, path, body in [
             ("POST", "/v1/worker-sessions", {"namespace": ns, "worker_name": "x"}),
