@@ -22,7 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import make_url
 
-from .errors import CommitOutcomeUnknown, TransientStoreError
+from .errors import CommitOutcomeUnknown, DataRefused, TransientStoreError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,12 @@ _DEADLOCK = 1213
 _LOCK_WAIT_TIMEOUT = 1205
 # Connection errors: 2006 server gone away, 2013 lost connection during query.
 _CONNECTION_LOST = {2006, 2013, 2055}
+#: A value the database refuses to store: the request's fault, not an outage. 1048 column
+#: cannot be null, 1264 out of range, 1265 data truncated, 1292 incorrect (date) value,
+#: 1366 incorrect string value, 1406 data too long, 3140 invalid JSON text (MySQL), 3819
+#: check constraint (MySQL), 4025 CONSTRAINT failed (MariaDB's JSON check among them),
+#: 4038 JSON syntax error (MariaDB).
+DATA_ERRORS = frozenset({1048, 1264, 1265, 1292, 1366, 1406, 3140, 3819, 4025, 4038})
 
 #: Each process's MySQL pool: warm connections, and how many more it may open under load. The
 #: operations docs quote their sum as the most connections one replica opens
@@ -236,6 +242,24 @@ def _mysql_error_code(exc: sa.exc.DBAPIError) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
+def is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database refusing a value (:data:`DATA_ERRORS`), which PyMySQL and
+    mysqlclient raise as ``OperationalError`` for some codes (4025) and ``DataError`` for
+    others."""
+    return isinstance(exc, sa.exc.DBAPIError) and _mysql_error_code(exc) in DATA_ERRORS
+
+
+def data_refused(exc: sa.exc.DBAPIError | UnicodeEncodeError) -> DataRefused:
+    """The typed refusal for a value the database (or its driver) cannot take, in the
+    database's own words: they name the column or the constraint."""
+    if isinstance(exc, UnicodeEncodeError):
+        said = "text that is not valid Unicode (a lone surrogate such as \\ud800)"
+    else:
+        args: tuple[Any, ...] = tuple(getattr(exc.orig, "args", ()))
+        said = str(args[1]) if len(args) > 1 else str(exc.orig)
+    return DataRefused(f"the database refused a value of the request: {said}; nothing was written")
+
+
 def _retry_reason(exc: sa.exc.DBAPIError) -> str | None:
     code = _mysql_error_code(exc)
     if code == _DEADLOCK:
@@ -252,7 +276,8 @@ def run_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
 
     ``work`` must be safe to run again from the start (it only talks to the database).
     A connection lost while COMMIT was in flight raises :class:`CommitOutcomeUnknown`: the
-    caller resolves it by the operation's stable identity, never by blind re-execution.
+    caller resolves it by the operation's stable identity, never by blind re-execution. A value
+    the database refuses raises :class:`DataRefused` (not retried: it would fail again).
     """
     for attempt in range(1, MAX_TRANSACTION_ATTEMPTS + 1):
         conn = engine.connect()
@@ -263,7 +288,11 @@ def run_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T]) -> T:
                 committing = True
             conn.info[_COMMITTED] = True  # nothing left to roll back when the pool takes it
             return result
+        except UnicodeEncodeError as exc:  # the driver could not encode a value: nothing sent
+            raise data_refused(exc) from exc
         except sa.exc.DBAPIError as exc:
+            if is_data_error(exc):
+                raise data_refused(exc) from exc
             lost = exc.connection_invalidated or _mysql_error_code(exc) in _CONNECTION_LOST
             if committing and lost:
                 raise CommitOutcomeUnknown(str(exc.orig)) from exc

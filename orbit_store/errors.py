@@ -42,6 +42,12 @@ class InvalidRequest(StoreError):
     """The input is well-formed but not acceptable (bad policy values, unknown queue, …)."""
 
 
+class DataRefused(InvalidRequest):
+    """The database refused a value of the request (a JSON column's check, text too long for its
+    column, a number out of its column's range, text that is not Unicode): nothing was written.
+    The request's fault, never an outage; the same request fails the same way again."""
+
+
 class QuotaExceeded(StoreError):
     """A quota refused the operation; nothing was written. Retry later or raise the quota."""
 

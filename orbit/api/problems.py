@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orbit_store import errors as store
+from orbit_store.db import data_refused, is_data_error
 
 from . import limits
 from .request_ids import request_id
@@ -106,6 +107,23 @@ def problem_body(status: int, slug: str, detail: str | None, instance: str) -> d
     }
 
 
+def not_storable_extra(exc: limits.NotStorable) -> dict[str, Any]:
+    """The members a 422 for JSON that cannot be stored carries besides the detail."""
+    error = {"loc": ["body", exc.field], "msg": exc.detail, "type": "json_not_storable"}
+    return {"field": exc.field, "errors": [error]}
+
+
+def _validation_detail(errors: list[dict[str, Any]]) -> str:
+    """The first problems, each with the field it is about: what to fix, in the detail too."""
+    named = [
+        f"{'.'.join(str(p) for p in e['loc'][1:] if p != 'body') or e['loc'][0]}: {e['msg']}"
+        for e in errors[:3]
+        if e["loc"]
+    ]
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "the request body or parameters are invalid: " + "; ".join(named) + more
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiProblem)
     async def _api_problem(request: Request, exc: ApiProblem) -> JSONResponse:
@@ -151,9 +169,11 @@ def install(app: FastAPI) -> None:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")}
             for e in exc.errors()
         ]
-        return problem(
-            422, "validation", "the request body or parameters are invalid", request, errors=details
-        )
+        return problem(422, "validation", _validation_detail(details), request, errors=details)
+
+    @app.exception_handler(limits.NotStorable)
+    async def _not_storable(request: Request, exc: limits.NotStorable) -> JSONResponse:
+        return problem(422, "validation", exc.detail, request, **not_storable_extra(exc))
 
     @app.exception_handler(limits.PayloadTooLarge)
     async def _too_large(request: Request, exc: limits.PayloadTooLarge) -> JSONResponse:
@@ -184,9 +204,16 @@ def install(app: FastAPI) -> None:
         )
         return problem(exc.status_code, slug, str(exc.detail), request)
 
+    @app.exception_handler(sa.exc.DataError)
+    async def _data_error(request: Request, exc: sa.exc.DataError) -> JSONResponse:
+        return problem(422, "validation", str(data_refused(exc)), request)
+
     @app.exception_handler(sa.exc.OperationalError)
     @app.exception_handler(sa.exc.TimeoutError)
     async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        if is_data_error(exc):  # a value refused by the database: the request's fault
+            assert isinstance(exc, sa.exc.DBAPIError)
+            return problem(422, "validation", str(data_refused(exc)), request)
         rid = request_id(request)
         log.warning(
             "database unavailable",

@@ -32,6 +32,7 @@ from .context import AppContext, Ctx
 from .problems import problem_body
 from .routes_tasks import PROBLEMS
 from .routes_workers import START_REFUSALS, completion_refusal, worker_namespace
+from .unstorable_reports import Report, storable_report
 
 router = APIRouter(tags=["workers"])
 
@@ -98,15 +99,17 @@ async def complete_many(
     ``outcome_status`` ``applied`` or ``duplicate``; a refused item's ``problem`` is what
     ``POST /v1/attempts/{id}/complete`` answers for it (``stale-attempt`` — the report is kept
     as evidence —, ``invalid-attempt-token``, ``not-found``, ``validation``,
-    ``payload-too-large``)."""
+    ``payload-too-large``). A result the database cannot store fails its attempt saying why
+    (``unstorable_reports``)."""
     namespace = worker_namespace(credential)
     ctx.metrics.batch_items.labels("complete").observe(len(body.items))
     answers: dict[str, dict[str, Any]] = {}
     items = []
     for item in body.items:
+        report = storable_report(Report(item.outcome, item.result, item.error, item.retryable))
         try:
             limits.check_payload(
-                ctx.settings.max_payload_bytes, result=item.result, error=item.error
+                ctx.settings.max_payload_bytes, result=report.result, error=report.error
             )
         except limits.PayloadTooLarge as exc:
             instance = f"/v1/attempts/{item.attempt_id}/complete"
@@ -116,10 +119,10 @@ async def complete_many(
             batches.CompletionItem(
                 item.attempt_id,
                 item.token,
-                Outcome(item.outcome),
-                item.result,
-                item.error,
-                item.retryable,
+                Outcome(report.outcome),
+                report.result,
+                report.error,
+                report.retryable,
             )
         )
     results = await _run_batch(ctx, batches.complete_attempts, namespace, items) if items else {}

@@ -3,9 +3,9 @@
 Each item is answered on its own, in request order: ``created``, ``replayed`` (its key names an
 identical earlier request — or an earlier item of the same batch), ``conflict`` (its key names a
 different request) or ``refused`` (a quota, an undeclared queue, an invalid item, params over the
-size limit) with the problem the single submission would have answered. The store accepts the
-items in transactions of 100 (``orbit_store.pulse.submit_batch``); an item answered created or
-replayed is durable when the response is sent (invariants 1, 6)."""
+size limit or that the database cannot store) with the problem the single submission would have
+answered. The store accepts the items in transactions of 100 (``orbit_store.pulse.submit_batch``);
+an item answered created or replayed is durable when the response is sent (invariants 1, 6)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from orbit_store.pulse.submit_batch import BatchItemResult
 from . import limits, schemas_batches
 from .auth import CurrentCredential, authorize
 from .context import AppContext, Ctx
-from .problems import problem_body, store_status
+from .problems import not_storable_extra, problem_body, store_status
 from .routes_tasks import PROBLEMS, Namespace, submission_request
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
@@ -52,6 +52,11 @@ def submit_batch(
             limits.check_payload(ctx.settings.max_payload_bytes, params=item.params)
         except limits.PayloadTooLarge as exc:
             problem = problem_body(413, "payload-too-large", exc.detail, instance)
+            answers[index] = _answer(index, item.idempotency_key, "refused", problem=problem)
+            continue
+        except limits.NotStorable as exc:
+            problem = problem_body(422, "validation", exc.detail, instance)
+            problem.update(not_storable_extra(exc))
             answers[index] = _answer(index, item.idempotency_key, "refused", problem=problem)
             continue
         accepted.append((index, submission_request(namespace, item, credential.name)))

@@ -42,6 +42,7 @@ from .auth import CurrentCredential, authorize
 from .context import AppContext, Ctx
 from .problems import ApiProblem
 from .routes_tasks import PROBLEMS
+from .unstorable_reports import Report, storable_report
 
 router = APIRouter(tags=["workers"])
 
@@ -337,18 +338,20 @@ async def complete(
     attempt_id: AttemptId, body: schemas.Completion, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.CompletionResponse:
     """``duplicate`` when this outcome was already recorded; 409 ``stale-attempt`` when the
-    attempt was superseded (the report is kept on the attempt as evidence)."""
+    attempt was superseded (the report is kept on the attempt as evidence). A result the
+    database cannot store fails the attempt saying why (``unstorable_reports``)."""
     namespace = worker_namespace(credential)
-    limits.check_payload(ctx.settings.max_payload_bytes, result=body.result, error=body.error)
+    report = storable_report(Report(body.outcome, body.result, body.error, body.retryable))
+    limits.check_payload(ctx.settings.max_payload_bytes, result=report.result, error=report.error)
     work = functools.partial(
         complete_attempt,
         namespace=namespace,
         attempt_id=attempt_id,
         token=body.token,
-        outcome=Outcome(body.outcome),
-        result=body.result,
-        error=body.error,
-        retryable=body.retryable,
+        outcome=Outcome(report.outcome),
+        result=report.result,
+        error=report.error,
+        retryable=report.retryable,
     )
     result = await anyio.to_thread.run_sync(run_transaction, ctx.engine, work)
     refusal = completion_refusal(attempt_id, result)

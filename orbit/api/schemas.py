@@ -4,9 +4,11 @@ SDK (``orbit_sdk``) mirrors; extend it, don't break it."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from orbit_sdk.json_values import check_storable
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
@@ -18,7 +20,24 @@ TaskStateName = Literal[
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields, non-JSON numbers (NaN, Infinity: also in a typed float)
+    and anything the database cannot store (``orbit_sdk.json_values``) are a 422 naming the
+    field."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    #: JSON fields the route checks itself (``limits.check_payload``), so that a batch refuses
+    #: only its item and a completion fails its attempt instead of being refused.
+    checked_by_route: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str | dict | list) or info.field_name in cls.checked_by_route:
+            return value
+        if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
+            return value  # a list of bodies (batch items): each checked itself
+        check_storable(value, info.field_name or "$")
+        return value
 
 
 class Out(BaseModel):
@@ -44,6 +63,8 @@ class RetryPolicyIn(Strict):
 
 
 class TaskSubmission(Strict):
+    checked_by_route = frozenset({"params"})
+
     queue: str = Field("default", pattern=NAME_PATTERN, max_length=63)
     handler: str = Field(..., min_length=1, max_length=255, examples=["shop.send_receipt"])
     params: Any = Field(default_factory=dict, examples=[{"order_id": 42}])
@@ -342,6 +363,8 @@ class HeartbeatResponse(Out):
 
 
 class Completion(Strict):
+    checked_by_route = frozenset({"result", "error"})
+
     token: str = Field(..., min_length=1, max_length=128)
     outcome: Literal["succeeded", "failed", "unknown", "cancelled", "released"]
     result: Any = None

@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from orbit_store.db import RetryCounter, run_transaction
-from orbit_store.errors import InvalidRequest
+from orbit_store.errors import DataRefused, InvalidRequest
 
 from .batch_complete import complete_set
 from .batch_deferred import Deferred, deferred
@@ -164,14 +164,25 @@ def run_batch(
     again item by item in a new one (every item is idempotent, and nothing of the first
     transaction was committed). A batch of one item is its transaction's only work, so it runs
     without a SAVEPOINT and a refusal rolls the whole transaction back
-    (:class:`LoneItemRefused`)."""
+    (:class:`LoneItemRefused`). A value the database refuses (``DataRefused``: nothing of the
+    transaction committed) sends the batch through again item by item, each in a transaction
+    of its own, so that item answers its refusal and its neighbours apply."""
     work = functools.partial(apply, namespace=namespace, items=items, alone=True)
     try:
-        return run_transaction(engine, work)
+        try:
+            return run_transaction(engine, work)
+        except SetPathMismatch:
+            return run_transaction(engine, functools.partial(work, set_based=False))
     except LoneItemRefused as refused:  # rolled back: the transaction held nothing else
         return {refused.attempt_id: refused.answer}
-    except SetPathMismatch:
-        return run_transaction(engine, functools.partial(work, set_based=False))
+    except DataRefused as refused:
+        if len(items) == 1:
+            return {items[0].attempt_id: ItemRefused("invalid", str(refused))}
+        answers: dict[str, Any] = {}
+        for index in sorted(range(len(items)), key=lambda i: items[i].attempt_id):
+            alone = items[index : index + 1]
+            answers.update(run_batch(engine, apply, namespace=namespace, items=alone))
+        return answers
 
 
 def _apply(

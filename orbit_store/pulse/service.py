@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.db import retry_sleep, run_transaction
-from orbit_store.errors import CommitOutcomeUnknown, Conflict, StoreError
+from orbit_store.errors import CommitOutcomeUnknown, Conflict, DataRefused, StoreError
 from orbit_store.passes import ItemPass
 from orbit_store.schema import namespaces
 
@@ -68,22 +68,38 @@ def submit_many(
 
     A sub-batch that lost a race on a key to a concurrent submission (IntegrityError), or whose
     commit outcome is unknown, runs again: its keys are then found and answered as replays, never
-    accepted twice (invariant 6). Without a key on every item an unknown commit is raised.
+    accepted twice (invariant 6). Without a key on every item an unknown commit is raised. A
+    sub-batch with a value the database refuses (``DataRefused``: nothing committed) runs again
+    item by item, in order, so that item is answered with the refusal and the others commit.
     """
     results: list[submit_batch.BatchItemResult] = []
     for start in range(0, len(requests), submit_batch.SUB_BATCH):
         chunk = requests[start : start + submit_batch.SUB_BATCH]
-        work = functools.partial(submit_batch.submit_tasks, namespace=namespace, requests=chunk)
-        for attempt in range(1, SUBMIT_BATCH_RUNS + 1):
-            try:
-                results += run_transaction(engine, work)
-                break
-            except (sa.exc.IntegrityError, CommitOutcomeUnknown):
-                unkeyed = any(r.idempotency_key is None for r in chunk)
-                if attempt == SUBMIT_BATCH_RUNS or unkeyed:
-                    raise
-                time.sleep(retry_sleep(attempt))
+        try:
+            results += _submit_chunk(engine, namespace, chunk)
+        except DataRefused as refused:
+            if len(chunk) == 1:
+                results.append(submit_batch.BatchItemResult(error=refused))
+                continue
+            for request in chunk:  # one transaction each: a later duplicate key still replays
+                results += submit_many(engine, namespace, [request])
     return results
+
+
+def _submit_chunk(
+    engine: sa.Engine, namespace: str, chunk: Sequence[SubmitRequest]
+) -> list[submit_batch.BatchItemResult]:
+    """One sub-batch in one transaction, run again after a lost key race or unknown commit."""
+    work = functools.partial(submit_batch.submit_tasks, namespace=namespace, requests=chunk)
+    for attempt in range(1, SUBMIT_BATCH_RUNS + 1):
+        try:
+            return run_transaction(engine, work)
+        except (sa.exc.IntegrityError, CommitOutcomeUnknown):
+            unkeyed = any(r.idempotency_key is None for r in chunk)
+            if attempt == SUBMIT_BATCH_RUNS or unkeyed:
+                raise
+            time.sleep(retry_sleep(attempt))
+    raise AssertionError("unreachable")
 
 
 SUBMIT_BATCH_RUNS = 3

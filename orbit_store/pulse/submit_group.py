@@ -17,10 +17,12 @@ gate is never grouped (``groupable``): its permit row or gate would be locked af
 request's quota rows, against the documented order (gate → key → quota rows).
 
 When the group's transaction cannot tell each request's fate — another transaction took one of
-its keys meanwhile (IntegrityError: nothing committed), or its commit outcome is unknown — every
-request is submitted again alone. A request with a key is resolved by it (found: replayed;
-absent: accepted now), never accepted twice; one without a key whose group's commit is unknown
-is answered ``CommitOutcomeUnknown``, as it would have been alone.
+its keys meanwhile (IntegrityError: nothing committed), the database refused a value of one
+request (``DataRefused``: nothing committed), or its commit outcome is unknown — every request
+is submitted again alone, so a refused one gets its own answer and its neighbours commit. A
+request with a key is resolved by it (found: replayed; absent: accepted now), never accepted
+twice; one without a key whose group's commit is unknown is answered ``CommitOutcomeUnknown``,
+as it would have been alone.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
-from orbit_store.errors import CommitOutcomeUnknown
+from orbit_store.errors import CommitOutcomeUnknown, DataRefused
 
 from . import submit_batch
 from .model import SubmitResult
@@ -66,7 +68,7 @@ def submit_group(
     )
     try:
         items = run_transaction(engine, work)
-    except sa.exc.IntegrityError:
+    except (sa.exc.IntegrityError, DataRefused):
         return [_alone(engine, request) for request in requests]
     except CommitOutcomeUnknown as unknown:
         return [_resolve(engine, request, unknown) for request in requests]

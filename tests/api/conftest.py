@@ -91,7 +91,9 @@ def asgi_request(
 class Api:
     """The app in-process, a namespace and a token with every role."""
 
-    def __init__(self, engine: sa.Engine, **settings_: Any) -> None:
+    def __init__(
+        self, engine: sa.Engine, *, roles: tuple[str, ...] = ("submit", "work"), **settings_: Any
+    ) -> None:
         self.engine = engine
         self.namespace = f"api-{uuid.uuid4().hex[:8]}"
         settings = ServerSettings(
@@ -103,9 +105,7 @@ class Api:
         self.app: FastAPI = create_app(engine, settings)
         self.token = run_transaction(
             engine,
-            functools.partial(
-                create_token, namespace=self.namespace, name="t", roles=["submit", "work"]
-            ),
+            functools.partial(create_token, namespace=self.namespace, name="t", roles=list(roles)),
         ).token
 
     async def call(
@@ -151,6 +151,12 @@ class Api:
 @pytest.fixture
 def api(mariadb_engine: sa.Engine) -> Iterator[Api]:
     yield Api(mariadb_engine)
+
+
+@pytest.fixture
+def admin_api(mariadb_engine: sa.Engine) -> Iterator[Api]:
+    """As ``api``, with a token that may do everything in its namespace."""
+    yield Api(mariadb_engine, roles=("submit", "work", "review", "admin"))
 
 
 @pytest.fixture
