@@ -32,7 +32,10 @@ class Strict(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _storable(cls, value: Any, info: ValidationInfo) -> Any:
-        if not isinstance(value, str | dict | list) or info.field_name in cls.checked_by_route:
+        if (
+            not isinstance(value, str | dict | list | float)
+            or info.field_name in cls.checked_by_route
+        ):
             return value
         if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
             return value  # a list of bodies (batch items): each checked itself
