@@ -39,7 +39,7 @@ class Strict(BaseModel):
             return value
         if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
             return value  # a list of bodies (batch items): each checked itself
-        check_storable(value, info.field_name or "$")
+        check_storable(value, info.field_name or "")
         return value
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .exits import ExitCode
+from .inputs import storable_json
 from .options import Actor, DatabaseUrl, default_actor, store_engine
 from .output import Column, Output, OutputFormat, print_list
 from .timeflags import parse_utc
@@ -163,8 +164,8 @@ def correct(
     from orbit_store.errors import StoreError
 
     try:
-        values = json.loads(correction) if correction else None
-    except json.JSONDecodeError as exc:
+        values = storable_json(correction) if correction else None
+    except ValueError as exc:  # not JSON (JSONDecodeError), or JSON the database cannot store
         typer.echo(f"error: --correction is not valid JSON: {exc}", err=True)
         raise typer.Exit(ExitCode.USAGE) from exc
     engine = store_engine(database_url)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from .exits import ExitCode
-from .inputs import read_text
+from .inputs import read_text, storable_json
 from .output import Column, Output, OutputFormat, print_list
 from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
 
@@ -97,11 +97,13 @@ def _parse(text: str, queue: str, key_prefix: str | None) -> list[dict[str, Any]
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = storable_json(line)
         except json.JSONDecodeError as exc:
             raise typer.BadParameter(
                 f"line {number}: not JSON: {exc.msg}", param_hint="--file"
             ) from exc
+        except ValueError as exc:
+            raise typer.BadParameter(f"line {number}: {exc}", param_hint="--file") from exc
         if not isinstance(data, dict) or not data.get("handler"):
             raise typer.BadParameter(
                 f'line {number}: expected an object with a "handler"', param_hint="--file"

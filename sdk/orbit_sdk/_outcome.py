@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .context import TaskContext
 from .errors import Cancelled, HandlerSignal, LeaseLost, OutcomeUnknown, RetryableError
+from .json_values import storable_problem
 
 Handler = Callable[[TaskContext, Any], Any]
 
@@ -30,7 +30,13 @@ class Report:
 
 
 def error_body(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": str(exc)}
+    """What the server stores of a handler's exception. A message with text that is not Unicode
+    (a file name decoded with ``surrogateescape``) keeps those characters as escapes."""
+    return {"type": type(exc).__name__, "message": _unicode(str(exc))}
+
+
+def _unicode(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode()
 
 
 def report_for_exception(
@@ -61,14 +67,18 @@ def report_for_exception(
 
 
 def report_for_result(result: Any) -> Report:
-    """A returned value is a success -- if it can travel as JSON. A value that cannot would make
-    the completion request itself fail, and the attempt would hang until its lease lapsed."""
-    try:
-        json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        message = f"handler result is not JSON-serializable: {exc}"
+    """A returned value is a success -- if Orbit can store it as JSON (``json_values``). One it
+    cannot would make the completion request itself fail, and the attempt would hang until its
+    lease lapsed: it is reported as a failure saying where and why (not retryable: the handler
+    would return the same again)."""
+    problem = storable_problem(result, "result")
+    if problem is None:
+        return Report("succeeded", result=result)
+    if problem.not_json:
+        message = f"handler result is not JSON-serializable: {problem}"
         return Report("failed", error={"type": "ResultNotSerializable", "message": message})
-    return Report("succeeded", result=result)
+    message = f"the handler's result cannot be stored: {problem}"
+    return Report("failed", error={"type": "ResultNotStorable", "message": _unicode(message)})
 
 
 def unknown_handler_report(name: str, known: list[str]) -> Report:

@@ -33,7 +33,8 @@ import httpx
 
 from ._http11 import Http11Transport
 from ._wire import Answered, LeanAnswer, LeanWire, async_exchange, exchange
-from .errors import OrbitError, ServerUnreachable, error_for_problem
+from .errors import OrbitError, ServerUnreachable, ValidationFailed, error_for_problem
+from .json_values import storable_problem
 from .models import Problem
 
 log = logging.getLogger("orbit_sdk.transport")
@@ -94,6 +95,15 @@ class Call:
     #: more than the timeout it would have had): a worker's report must fit in a third of its
     #: lease, however long the client's own timeout and retries would wait.
     budget: float | None = None
+
+    def __post_init__(self) -> None:
+        """A body the server would refuse as JSON it cannot store (NaN, nesting too deep, text
+        that is not Unicode) is refused here, before anything is sent, with the same typed
+        error naming the field."""
+        if self.json is not None:
+            refused = storable_problem(self.json)
+            if refused is not None:
+                raise ValidationFailed.for_field(refused.path or "<body>", refused.reason)
 
     def clean_params(self) -> dict[str, Any] | None:
         if not self.params:

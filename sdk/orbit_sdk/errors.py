@@ -87,6 +87,19 @@ class ValidationFailed(OrbitError):
         """``(field, message)`` pairs, fields named as in the API (``retry.max_attempts``)."""
         return field_errors(self.problem)
 
+    @classmethod
+    def for_field(cls, field: str, message: str) -> ValidationFailed:
+        """The error a request that was never sent gets: what the server would have answered
+        for ``field`` (named as in the API)."""
+        problem = Problem(
+            type=PROBLEM_BASE + "validation",
+            title="The request is not valid",
+            status=422,
+            detail=f"{field}: {message}",
+            errors=[{"loc": ["body", field], "msg": message, "type": "json_not_storable"}],
+        )
+        return cls(problem, client_side=True)
+
 
 class PayloadTooLarge(OrbitError):
     """The request body, params or result is larger than the server accepts (413); the

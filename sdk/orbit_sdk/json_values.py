@@ -25,14 +25,15 @@ MAX_JSON_DEPTH = 20
 
 
 class Unstorable(ValueError):
-    """``value`` cannot be stored; ``path`` says where (``params.a[2]``), ``reason`` why."""
+    """``value`` cannot be stored; ``path`` says where (``params.a[2]``), ``reason`` why;
+    ``not_json``: it holds something that is no JSON type at all (a set, a datetime)."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path, self.reason = path, reason
+    def __init__(self, path: str, reason: str, *, not_json: bool = False) -> None:
+        super().__init__(f"{path or '<value>'}: {reason}")
+        self.path, self.reason, self.not_json = path, reason, not_json
 
 
-def check_storable(value: Any, path: str = "$") -> None:
+def check_storable(value: Any, path: str = "") -> None:
     """Raise :class:`Unstorable` naming the first place in ``value`` (below ``path``, e.g. the
     field's name) that Orbit cannot store; return when it can store all of it."""
     if _is_container(value) and _deeper_than(value, MAX_JSON_DEPTH - 1):
@@ -44,7 +45,7 @@ def check_storable(value: Any, path: str = "$") -> None:
         raise Unstorable(path, "is not a JSON value") from None
 
 
-def storable_problem(value: Any, path: str = "$") -> Unstorable | None:
+def storable_problem(value: Any, path: str = "") -> Unstorable | None:
     """:func:`check_storable`'s refusal, or None."""
     try:
         check_storable(value, path)
@@ -71,7 +72,9 @@ def _is_container(value: Any) -> bool:
 
 
 def _child(where: str, node: Any, key: Any) -> str:
-    return f"{where}.{key}" if isinstance(node, dict) else f"{where}[{key}]"
+    if not isinstance(node, dict):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else str(key)
 
 
 def _too_deep() -> str:
@@ -106,14 +109,16 @@ def _find(value: Any, where: str, depth: int = 0) -> None:
             if isinstance(key, str):
                 _check_text(key, where)
             elif not isinstance(key, int | float | bool | None):  # json writes those as text
-                raise Unstorable(where, f"key {key!r} is not text: JSON keys are strings")
+                raise Unstorable(
+                    where, f"key {key!r} is not text: JSON keys are strings", not_json=True
+                )
             _find(child, _child(where, value, key), depth + 1)
         return
     if isinstance(value, list | tuple):
         for index, child in enumerate(value):
             _find(child, _child(where, value, index), depth + 1)
         return
-    raise Unstorable(where, f"a {type(value).__name__} is not a JSON value")
+    raise Unstorable(where, f"a {type(value).__name__} is not a JSON value", not_json=True)
 
 
 def _check_text(text: str, where: str) -> None:
