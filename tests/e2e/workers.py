@@ -83,3 +83,17 @@ def ledger(ctx: Any, params: Any) -> Any:
         record("ledger", f"{ctx.task_id}:{ctx.generation}:{step}:{time.time():.6f}")
         time.sleep(params.get("pause", 0.2))
     return {"steps": params["steps"]}
+
+
+@worker.handler("e2e.nested")
+def nested_result(ctx: Any, params: Any) -> Any:
+    """Returns arrays and objects ``params['depth']`` deep (more than Orbit stores, past 20)."""
+    value: Any = "leaf"
+    for _ in range(params["depth"]):
+        value = {"a": value}
+    return value
+
+
+@worker.handler("e2e.nested_unsafe", safety="unsafe")
+def nested_result_unsafe(ctx: Any, params: Any) -> Any:
+    return nested_result(ctx, params)
