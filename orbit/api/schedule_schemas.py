@@ -26,6 +26,8 @@ CRON = Field(
     examples=["0 9 * * MON-FRI"],
 )
 TIME_ZONE = Field("UTC", min_length=1, max_length=64, examples=["Europe/Berlin"])
+#: What the store keeps a deadline in (a 32-bit column): about 68 years.
+MAX_DEADLINE_SECONDS = 2**31 - 1
 REASON = Field("", max_length=1024, description="Why: recorded in the audit log with the change.")
 
 
@@ -45,7 +47,10 @@ class ScheduleIn(Strict):
     suspend: bool = False
     concurrency_policy: ConcurrencyPolicyName = "Allow"
     starting_deadline_seconds: int | None = Field(
-        None, ge=1, description="An instant decided later than this is recorded as missed."
+        None,
+        ge=1,
+        le=MAX_DEADLINE_SECONDS,
+        description="An instant decided later than this is recorded as missed.",
     )
     misfire_policy: MisfirePolicyName = Field(
         "FireOnce", description="What happens to instants that came due while no scheduler ran."

@@ -58,9 +58,20 @@ def to_json(value: Any) -> Any:
     return json.loads(json.dumps(CELJSONEncoder.to_python(value), cls=CELJSONEncoder))
 
 
+def _activation(expression: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The variables as CEL values. JSON that CEL cannot hold (an integer beyond 64 bits) is
+    the expression's error, as any other failure to evaluate it."""
+    try:
+        return {name: json_to_cel(value) for name, value in variables.items()}
+    except (ValueError, OverflowError) as exc:
+        raise CelError(
+            expression, f"a value is out of CEL's range (integers are 64-bit): {exc}"
+        ) from None
+
+
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
     """Evaluate ``expression`` over JSON ``variables``; the result as JSON data."""
-    activation = {name: json_to_cel(value) for name, value in variables.items()}
+    activation = _activation(expression, variables)
     try:
         result = _program(expression).evaluate(activation)
     except celpy.CELEvalError as exc:  # type: ignore[attr-defined]
@@ -72,7 +83,7 @@ def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
 
 def condition(expression: str, variables: Mapping[str, Any]) -> bool:
     """Evaluate a condition; anything but a boolean is an error."""
-    activation = {name: json_to_cel(value) for name, value in variables.items()}
+    activation = _activation(expression, variables)
     try:
         result = _program(expression).evaluate(activation)
     except celpy.CELEvalError as exc:  # type: ignore[attr-defined]

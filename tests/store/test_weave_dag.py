@@ -124,3 +124,15 @@ def test_on_failure_continue_lets_dependents_run(weave: WeaveDriver) -> None:
     weave.run_tasks({"test.sms": fail, "test.log": echo})
     assert weave.instance(wf).state == "SUCCEEDED"
     assert weave.task_of(wf, "log").params == {"sms": "FAILED"}
+
+
+def test_an_input_value_cel_cannot_hold_fails_the_step_that_uses_it_saying_why(
+    weave: WeaveDriver,
+) -> None:
+    """CEL integers are 64-bit; JSON's are not. A template over an integer beyond that range
+    fails its step as any template that cannot be evaluated does, never the request."""
+    weave.publish("order", DIAMOND)
+    wf = weave.start_workflow("order", {"order": 10**30, "amount": 5})
+    row = weave.instance(wf)
+    assert row.state == "FAILED"
+    assert row.error["step"] == "reserve" and "range" in str(row.error)
