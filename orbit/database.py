@@ -11,6 +11,7 @@ from orbit_store import migrate
 from orbit_store.db import create_store_engine
 from orbit_store.durability import check_durability
 from orbit_store.errors import SchemaOutOfDate
+from orbit_store.timeouts import IO_TIMEOUT_SECONDS
 
 log = logging.getLogger("orbit.database")
 
@@ -20,15 +21,20 @@ def redacted(url: str) -> str:
 
 
 def open_engine(
-    url: str, *, warn_durability: bool = True, pool_size: int | None = None
+    url: str,
+    *,
+    warn_durability: bool = True,
+    pool_size: int | None = None,
+    io_timeout: float | None = IO_TIMEOUT_SECONDS,
 ) -> sa.Engine:
     """Create the engine; on MySQL/MariaDB warn loudly when the durable baseline is not in force.
     ``pool_size``: warm connections kept (as many again may overflow); the store's default when
-    None. Ignored for SQLite."""
+    None. Ignored for SQLite. ``io_timeout``: seconds a database read or write may take (None:
+    unbounded, for migrations)."""
     pool: dict[str, int] = {}
     if pool_size is not None and make_url(url).get_backend_name() != "sqlite":
         pool = {"pool_size": pool_size, "max_overflow": pool_size}
-    engine = create_store_engine(url, **pool)
+    engine = create_store_engine(url, io_timeout=io_timeout, **pool)
     if warn_durability:
         with engine.connect() as conn:
             report = check_durability(conn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import logging
+import math
 import random
 import threading
 import time
@@ -23,6 +24,7 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import make_url
 
 from .errors import CommitOutcomeUnknown, DataRefused, TransientStoreError
+from .timeouts import IO_TIMEOUT_SECONDS, lock_wait_seconds
 
 log = logging.getLogger(__name__)
 
@@ -126,13 +128,17 @@ def is_sqlite(conn_or_engine: sa.Connection | sa.Engine) -> bool:
     return conn_or_engine.dialect.name == "sqlite"
 
 
-def create_store_engine(url: str, **kwargs: Any) -> sa.Engine:
-    """Create an engine configured the way every Orbit transaction expects."""
+def create_store_engine(
+    url: str, *, io_timeout: float | None = IO_TIMEOUT_SECONDS, **kwargs: Any
+) -> sa.Engine:
+    """Create an engine configured the way every Orbit transaction expects. ``io_timeout``: the
+    seconds a MySQL/MariaDB connect, read or write may take (None: unbounded, for migrations
+    whose DDL may run for long); see :data:`IO_TIMEOUT_SECONDS`."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, **kwargs)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
-        return _mysql_engine(with_driver(url), **kwargs)
+        return _mysql_engine(with_driver(url), io_timeout, **kwargs)
     raise ValueError(
         f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
         "use mysql://USER:PASSWORD@HOST:PORT/DB (or mysql+pymysql://…, mysql+mysqldb://… to "
@@ -153,10 +159,15 @@ def with_driver(url: str) -> str:
     )
 
 
-def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
+def _mysql_engine(url: str, io_timeout: float | None, **kwargs: Any) -> sa.Engine:
     parsed = make_url(url)
     query = dict(parsed.query)
     query.setdefault("charset", "utf8mb4")
+    lock_wait = lock_wait_seconds(io_timeout)
+    if io_timeout is not None:
+        seconds = max(1, math.ceil(io_timeout))  # mysqlclient takes whole seconds
+        timeouts = {"connect_timeout": seconds, "read_timeout": seconds, "write_timeout": seconds}
+        kwargs["connect_args"] = {**timeouts, **kwargs.get("connect_args", {})}
     engine = sa.create_engine(
         parsed.set(query=query),
         isolation_level="READ COMMITTED",
@@ -174,7 +185,7 @@ def _mysql_engine(url: str, **kwargs: Any) -> sa.Engine:
     @event.listens_for(engine, "connect")
     def _session_settings(dbapi_conn: Any, _record: Any) -> None:
         with dbapi_conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00', innodb_lock_wait_timeout = 10")
+            cur.execute(f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {lock_wait}")
         encoders = getattr(dbapi_conn, "encoders", None)  # PyMySQL's, one dict per connection
         if isinstance(encoders, dict) and dt.datetime in encoders:
             encoders[dt.datetime] = _datetime_literal

@@ -42,7 +42,10 @@ def http_app() -> FastAPI:
     settings = ServerSettings(**json.loads(os.environ[SETTINGS_ENV]))
     watch_supervisor()
     engine = open_engine(
-        settings.database_url, warn_durability=False, pool_size=settings.db_pool_size
+        settings.database_url,
+        warn_durability=False,
+        pool_size=settings.db_pool_size,
+        io_timeout=settings.database_timeout,
     )
     return create_app(engine, settings)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from orbit_store.timeouts import IO_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class ServerSettings:
     #: Warm database connections per HTTP process (as many again may overflow); None: the
     #: store's default (orbit_store.db: 20 + 20).
     db_pool_size: int | None = None
+    #: Seconds one database read or write may take before its connection is taken as lost
+    #: (orbit_store.db.IO_TIMEOUT_SECONDS; docs/operations/database.md).
+    database_timeout: float = IO_TIMEOUT_SECONDS
     #: Submission transactions one HTTP process runs at once; one-by-one submissions arriving
     #: meanwhile wait and share the next (group commit, api/submit_groups.py). One: the
     #: requests that arrive during a transaction all go in the next, so groups are as large as

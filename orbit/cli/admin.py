@@ -57,7 +57,7 @@ def migrate(
     from orbit_store import migrate as store_migrate
     from orbit_store.compatibility import Verdict
 
-    engine = open_engine(database_url)
+    engine = open_engine(database_url, io_timeout=None)  # DDL on a large table takes long
     try:
         current, head = store_migrate.current_revision(engine), store_migrate.head_revision()
         compatibility = store_migrate.compatibility(engine)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orbit_store.timeouts import IO_TIMEOUT_SECONDS
+
 from .exits import ExitCode
 from .remote import fail
 
@@ -39,7 +41,11 @@ def missing_sqlite_file(database_url: str) -> Path | None:
 
 
 def store_engine(
-    database_url: str, *, warn_durability: bool = False, pool_size: int | None = None
+    database_url: str,
+    *,
+    warn_durability: bool = False,
+    pool_size: int | None = None,
+    io_timeout: float | None = IO_TIMEOUT_SECONDS,
 ) -> sa.Engine:
     """An engine on a reachable database whose schema matches this code, or a clear exit 5
     (without creating an empty SQLite file where none was)."""
@@ -56,7 +62,12 @@ def store_engine(
             ExitCode.UNAVAILABLE,
         )
     try:
-        engine = open_engine(database_url, warn_durability=warn_durability, pool_size=pool_size)
+        engine = open_engine(
+            database_url,
+            warn_durability=warn_durability,
+            pool_size=pool_size,
+            io_timeout=io_timeout,
+        )
     except sa.exc.OperationalError as exc:
         fail(f"cannot reach the database: {exc.orig}", ExitCode.UNAVAILABLE)
     try:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from orbit_store.timeouts import IO_TIMEOUT_SECONDS
 
 from .listen import MaxPayloadBytes, bind
 from .options import DatabaseUrl, WebhookAllow, allow_list, store_engine
@@ -88,6 +89,16 @@ def server(
             "load. Keep processes x replicas x 2 x this below MySQL's max_connections.",
         ),
     ] = 20,
+    database_timeout: Annotated[
+        float,
+        typer.Option(
+            envvar="ORBIT_DATABASE_TIMEOUT",
+            min=1.0,
+            help="Seconds one database read or write may take before its connection is taken "
+            "as lost and the transaction runs again on a new one (a half-open connection after "
+            "a failover). Keep it under the shortest queue lease (docs/operations/database.md).",
+        ),
+    ] = IO_TIMEOUT_SECONDS,
     submit_transactions: Annotated[
         int,
         typer.Option(
@@ -120,6 +131,7 @@ def server(
         lease_poll_interval=lease_poll_interval,
         wake_probe_interval=wake_probe_interval,
         db_pool_size=db_pool_size,
+        database_timeout=database_timeout,
         submit_transactions=submit_transactions,
     )
     if processes > 1:
@@ -132,7 +144,12 @@ def server(
     from orbit.api.app import create_app
     from orbit.api.http_protocol import UVICORN_PROTOCOLS
 
-    engine = store_engine(database_url, warn_durability=True, pool_size=db_pool_size)
+    engine = store_engine(
+        database_url,
+        warn_durability=True,
+        pool_size=db_pool_size,
+        io_timeout=database_timeout,
+    )
     config = uvicorn.Config(
         create_app(engine, settings),
         host=host,

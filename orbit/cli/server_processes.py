@@ -53,7 +53,12 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from orbit.metrics import Metrics
 
     # The engine loops need few connections: a small pool, not an HTTP process's.
-    engine = store_engine(settings.database_url, warn_durability=True, pool_size=ENGINE_POOL_SIZE)
+    engine = store_engine(
+        settings.database_url,
+        warn_durability=True,
+        pool_size=ENGINE_POOL_SIZE,
+        io_timeout=settings.database_timeout,
+    )
     # Shared by the HTTP processes: their wake-up sockets and submission turns.
     pod_dir = tempfile.mkdtemp(prefix="orbit-pod-")
     os.environ[SETTINGS_ENV] = settings_for_processes(settings, pod_dir)
