@@ -121,8 +121,8 @@ def field_paths(openapi: dict[str, Any], schema: dict[str, Any], prefix: tuple[A
 
 def with_value(body: Any, path: tuple[Any, ...], raw: str) -> str:
     """``body`` as JSON text with the raw JSON ``raw`` at ``path`` (made where it is missing)."""
-    document = copy.deepcopy(body) if body is not None else {}
-    node = document
+    document: Any = copy.deepcopy(body) if body is not None else {}
+    node: Any = document
     for part, after in itertools.pairwise(path):
         if isinstance(part, int):
             while len(node) <= part:
