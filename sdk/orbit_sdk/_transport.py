@@ -78,6 +78,15 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+def check_body(body: Any) -> None:
+    """A body the server would refuse as JSON it cannot store (NaN, nesting too deep, text that
+    is not Unicode) is refused before anything is sent, with the same typed error naming the
+    field (``ValidationFailed``, client side)."""
+    refused = storable_problem(body)
+    if refused is not None:
+        raise ValidationFailed.for_field(refused.path or "<body>", refused.reason)
+
+
 @dataclass(frozen=True)
 class Call:
     """One API call, described once so sync and async clients send exactly the same thing."""
@@ -97,13 +106,8 @@ class Call:
     budget: float | None = None
 
     def __post_init__(self) -> None:
-        """A body the server would refuse as JSON it cannot store (NaN, nesting too deep, text
-        that is not Unicode) is refused here, before anything is sent, with the same typed
-        error naming the field."""
         if self.json is not None:
-            refused = storable_problem(self.json)
-            if refused is not None:
-                raise ValidationFailed.for_field(refused.path or "<body>", refused.reason)
+            check_body(self.json)
 
     def clean_params(self) -> dict[str, Any] | None:
         if not self.params:

@@ -35,6 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ._calls import submission_body
+from ._transport import check_body
 from .client import Client
 from .errors import IdempotencyConflict, OrbitError, ValidationFailed
 
@@ -85,7 +86,8 @@ class OutboxSubmission:
 
 def enqueue(session: Session | sa.Connection, table: sa.Table, submission: OutboxSubmission) -> str:
     """Write the pending submission inside the caller's transaction (never commits); returns
-    its idempotency key."""
+    its idempotency key. Params Orbit could never store raise ``ValidationFailed`` here, before
+    they reach the outbox table."""
     body = submission_body(
         handler=submission.handler,
         queue=submission.queue,
@@ -93,6 +95,7 @@ def enqueue(session: Session | sa.Connection, table: sa.Table, submission: Outbo
         idempotency_key=submission.idempotency_key,
         **submission.options,
     )
+    check_body(body)
     now = _now()
     session.execute(
         table.insert().values(

@@ -99,3 +99,19 @@ def test_a_result_that_cannot_be_stored_is_reported_as_a_failure_saying_why(resu
 def test_an_exception_whose_message_is_not_unicode_still_makes_a_storable_report() -> None:
     body = error_body(OSError("cannot open b'\\xff': /data/\udcff.csv"))
     assert storable_problem(body) is None and "\\udcff" in body["message"]
+
+
+def test_the_outbox_refuses_params_orbit_cannot_store_before_writing_them() -> None:
+    """A pending submission that could never be delivered is refused in the caller's own
+    transaction, not parked later by the relay."""
+    import sqlalchemy as sa
+
+    from orbit_sdk.outbox import OutboxSubmission, enqueue, outbox_table
+
+    table = outbox_table(sa.MetaData())
+    engine = sa.create_engine("sqlite://")
+    table.metadata.create_all(engine)
+    with engine.begin() as conn, pytest.raises(ValidationFailed, match=r"params\.x"):
+        enqueue(conn, table, OutboxSubmission("shop", "shop.echo", params={"x": math.nan}))
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one() == 0
