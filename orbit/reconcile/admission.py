@@ -34,6 +34,8 @@ import jsonschema
 import yaml
 from celpy import celtypes
 
+from orbit_sdk.json_values import storable_problem
+
 CRD_DIR = Path(str(resources.files("orbit_crds")))
 GROUP = "orbit.dev"
 VERSION = "v1alpha1"
@@ -45,7 +47,7 @@ Schema = dict[str, Any]
 class Refusal:
     """One reason the server would refuse an object."""
 
-    by: str  # "schema" or "cel"
+    by: str  # "schema", "json" (what the store cannot keep) or "cel"
     path: str  # dotted path of the offending field, e.g. "spec.retry.backoff.maxSeconds"
     message: str
 
@@ -251,10 +253,18 @@ def admit(obj: dict[str, Any]) -> tuple[dict[str, Any], list[Refusal]]:
     """
     schema = version_of(crd_for(obj))["schema"]["openAPIV3Schema"]
     defaulted = apply_defaults(schema, obj)
-    refusals = schema_refusals(schema, defaulted)
+    refusals = schema_refusals(schema, defaulted) + json_refusals(defaulted)
     if not refusals:
         refusals = cel_refusals(schema, defaulted)
     return defaulted, refusals
+
+
+def json_refusals(obj: dict[str, Any]) -> list[Refusal]:
+    """What of the spec Orbit cannot store as JSON (``orbit_sdk.json_values``): YAML has NaN
+    and infinities (``.nan``, ``.inf``), JSON has not; the API server would store them, the
+    store refuses them (or, on SQLite, keeps what the API cannot send back)."""
+    problem = storable_problem(obj.get("spec"), "spec")
+    return [] if problem is None else [Refusal("json", problem.path, problem.reason)]
 
 
 # --- structure of the schema itself ------------------------------------------------------------

@@ -116,3 +116,20 @@ def test_dry_run_against_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -
     )
     assert result.exit_code == 5 and "no database at" in result.output
     assert not missing.exists() and not missing.parent.exists()
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_manifest_with_json_orbit_cannot_store_is_refused_naming_the_field(
+    store: sa.Engine, tmp_path: Path, value: str
+) -> None:
+    """YAML has NaN and infinities; JSON — and so the store — has not: refused before anything
+    is written, on SQLite (which would store it) as on MariaDB (which would refuse it)."""
+    (tmp_path / "queue.yaml").write_text(queue("default"))
+    schedule = (ROOT / "examples/manifests/schedule-nightly-report.yaml").read_text()
+    (tmp_path / "schedule.yaml").write_text(schedule.replace("format: csv", f"ratio: {value}"))
+    with pytest.raises(ManifestError) as error:
+        apply_manifests(store, [tmp_path])
+    assert "spec.taskTemplate.params.ratio" in str(error.value), error.value
+    assert "not a JSON number" in str(error.value)
+    with store.connect() as conn:
+        assert conn.execute(sa.select(queues)).all() == []
