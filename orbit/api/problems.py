@@ -115,13 +115,21 @@ def not_storable_extra(exc: limits.NotStorable) -> dict[str, Any]:
 
 def _validation_detail(errors: list[dict[str, Any]]) -> str:
     """The first problems, each with the field it is about: what to fix, in the detail too."""
-    named = [
-        f"{'.'.join(str(p) for p in e['loc'][1:] if p != 'body') or e['loc'][0]}: {e['msg']}"
-        for e in errors[:3]
-        if e["loc"]
-    ]
+    named = [f"{_field(e)}: {e['msg']}" for e in errors[:3]]
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return "the request body or parameters are invalid: " + "; ".join(named) + more
+
+
+def _field(error: dict[str, Any]) -> str:
+    """``["body", "retry", "max_attempts"]`` → ``retry.max_attempts`` (``items[3].params``); a
+    body that is not JSON at all is the body."""
+    loc = list(error["loc"])
+    if error.get("type") == "json_invalid" or len(loc) < 2:
+        return str(loc[0]) if loc else "body"
+    name = ""
+    for part in loc[1:]:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name
 
 
 def install(app: FastAPI) -> None:
