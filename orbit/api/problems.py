@@ -109,27 +109,8 @@ def problem_body(status: int, slug: str, detail: str | None, instance: str) -> d
 
 def not_storable_extra(exc: limits.NotStorable) -> dict[str, Any]:
     """The members a 422 for JSON that cannot be stored carries besides the detail."""
-    error = {"loc": ["body", exc.field], "msg": exc.detail, "type": "json_not_storable"}
+    error = {"loc": ["body", exc.path or exc.field], "msg": exc.reason, "type": "json_not_storable"}
     return {"field": exc.field, "errors": [error]}
-
-
-def _validation_detail(errors: list[dict[str, Any]]) -> str:
-    """The first problems, each with the field it is about: what to fix, in the detail too."""
-    named = [f"{_field(e)}: {e['msg']}" for e in errors[:3]]
-    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-    return "the request body or parameters are invalid: " + "; ".join(named) + more
-
-
-def _field(error: dict[str, Any]) -> str:
-    """``["body", "retry", "max_attempts"]`` → ``retry.max_attempts`` (``items[3].params``); a
-    body that is not JSON at all is the body."""
-    loc = list(error["loc"])
-    if error.get("type") == "json_invalid" or len(loc) < 2:
-        return str(loc[0]) if loc else "body"
-    name = ""
-    for part in loc[1:]:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name
 
 
 def install(app: FastAPI) -> None:
@@ -177,7 +158,9 @@ def install(app: FastAPI) -> None:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")}
             for e in exc.errors()
         ]
-        return problem(422, "validation", _validation_detail(details), request, errors=details)
+        return problem(
+            422, "validation", "the request body or parameters are invalid", request, errors=details
+        )
 
     @app.exception_handler(limits.NotStorable)
     async def _not_storable(request: Request, exc: limits.NotStorable) -> JSONResponse:

@@ -197,13 +197,3 @@ def test_unstorable_submissions_beside_valid_concurrent_ones_leave_those_untouch
     assert [s for n, s in enumerate(statuses) if n % 4 == 0] == [422] * 10
     assert [s for n, s in enumerate(statuses) if n % 4] == [201] * 30
     assert len(_tasks(api)) == 30
-
-
-def test_a_refusal_names_its_fields_in_the_detail_too(api: Api) -> None:
-    """A person reading only the detail (a log line, a CLI) learns which field to fix."""
-    items = [{"handler": "h"}, {"handler": "h", "priority": 5000}]
-    path = f"/v1/namespaces/{api.namespace}/tasks:batch"
-    status, problem = _post(api, path, json.dumps({"items": items}))
-    assert status == 422 and "items[1].priority: " in problem["detail"], problem
-    status, problem = _post(api, path, "{not json")
-    assert status == 422 and "body: JSON decode error" in problem["detail"], problem
