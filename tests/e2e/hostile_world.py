@@ -139,6 +139,7 @@ def base_bodies(b: Namespace) -> dict[str, Any]:
         f"PUT {ns}/schedules/{{name}}": {"cron": "0 4 * * *", "task": {"handler": "x"}},
         f"POST {ns}/schedules/{{name}}/suspend": {"reason": "r"},
         f"POST {ns}/schedules/{{name}}/resume": {"reason": "r"},
+        f"POST {ns}/schedules/{{name}}/trigger": {"reason": "r"},
         f"POST {ns}/workflow-definitions": {"name": "flow", "spec": SPEC},
         f"POST {ns}/workflows": {"definition": "flow", "input": {"n": 2}},
         f"POST {ns}/workflows/{{workflow_id}}/signals": {"signal_id": f"s-{wid}", "name": "go"},
