@@ -54,8 +54,21 @@ def compile_error(expression: str) -> str | None:
 
 
 def to_json(value: Any) -> Any:
-    """A CEL value as plain JSON data."""
+    """A CEL value as plain JSON data (NaN and infinities as Python's json writes them)."""
     return json.loads(json.dumps(CELJSONEncoder.to_python(value), cls=CELJSONEncoder))
+
+
+def _json_result(expression: str, value: Any) -> Any:
+    """An expression's value as JSON, which has no NaN or infinities (CEL has: ``1.0/0.0``): such
+    a value is the expression's error, not a number the store would refuse."""
+    try:
+        return json.loads(
+            json.dumps(CELJSONEncoder.to_python(value), cls=CELJSONEncoder, allow_nan=False)
+        )
+    except ValueError:
+        raise CelError(
+            expression, "the value holds NaN or an infinity, which JSON has no number for"
+        ) from None
 
 
 def _activation(expression: str, variables: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,7 +91,7 @@ def evaluate(expression: str, variables: Mapping[str, Any]) -> Any:
         raise CelError(expression, f"evaluation failed: {exc.args[0]}") from None
     if isinstance(result, celpy.CELEvalError):  # type: ignore[attr-defined]
         raise CelError(expression, f"evaluation failed: {result.args[0]}")
-    return to_json(result)
+    return _json_result(expression, result)
 
 
 def condition(expression: str, variables: Mapping[str, Any]) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from orbit_store.pulse.model import Outcome
 
 from .weave_driver import WeaveDriver, task_step
@@ -136,3 +138,17 @@ def test_an_input_value_cel_cannot_hold_fails_the_step_that_uses_it_saying_why(
     row = weave.instance(wf)
     assert row.state == "FAILED"
     assert row.error["step"] == "reserve" and "range" in str(row.error)
+
+
+@pytest.mark.parametrize("expression", ["1.0/0.0", 'double("NaN")'])
+def test_a_template_that_yields_a_non_json_number_fails_its_step_saying_why(
+    weave: WeaveDriver, expression: str
+) -> None:
+    """CEL has infinities and NaN; JSON, and so the store, has not. Such params fail the step as
+    a template error — never a task the database refuses, retried by the inbox for ever."""
+    weave.publish("calc", {"steps": [task_step("divide", params={"x": f"${{{expression}}}"})]})
+    wf = weave.start_workflow("calc", {})
+    row = weave.instance(wf)
+    assert row.state == "FAILED"
+    assert row.error["step"] == "divide" and "JSON" in str(row.error), row.error
+    assert weave.tasks_of(wf) == []
