@@ -7,19 +7,16 @@ it, which here is forever."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
+
+from tcp import close_both, listen_locally
 
 
 class HalfOpenProxy:
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
-        self._listener = socket.socket()
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(256)
-        self.port = int(self._listener.getsockname()[1])
+        self._listener, self.port = listen_locally()
         self._lock = threading.Lock()
         self._frozen: set[int] = set()  # ids of the connections that no longer forward
         self._open: dict[int, list[socket.socket]] = {}
@@ -39,10 +36,7 @@ class HalfOpenProxy:
         self._listener.close()
         with self._lock:
             sockets = [s for pair in self._open.values() for s in pair]
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+        close_both(*sockets)
 
     def _accept(self) -> None:
         while not self._stopped.is_set():
@@ -74,7 +68,4 @@ class HalfOpenProxy:
         finally:
             with self._lock:
                 pair = self._open.pop(conn_id, [])
-            for sock in pair:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
+            close_both(*pair)

@@ -4,21 +4,18 @@ skipped; connections it held are reset, and clients reconnect through here."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import socket
 import threading
+
+from tcp import close_both, listen_locally
 
 
 class Balancer:
     def __init__(self, backends: list[int]) -> None:
         self.backends = backends
         self._next = itertools.count()
-        self._listener = socket.socket()
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(256)
-        self.port = int(self._listener.getsockname()[1])
+        self._listener, self.port = listen_locally()
         self._stopped = threading.Event()
         threading.Thread(target=self._accept, name="chaos-balancer", daemon=True).start()
 
@@ -60,7 +57,4 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
     except OSError:
         pass
     finally:
-        for s in (source, sink):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
+        close_both(source, sink)
