@@ -152,7 +152,14 @@ def backups() -> Backups:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """The chaos suite's options (tests/chaos): the long form and a replayable seed."""
+    """The chaos suite's options (tests/chaos): the long form and a replayable seed; the
+    namespace-locality check's switch (tests/locality)."""
+    parser.addoption(
+        "--no-namespace-locality",
+        action="store_true",
+        default=False,
+        help="Do not check that each store transaction touches one namespace (tests/locality).",
+    )
     group = parser.getgroup("chaos")
     group.addoption(
         "--chaos-minutes",

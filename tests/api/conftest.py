@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
+from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fixtures)
 
 from orbit.api import routes_workers
 from orbit.api.app import create_app

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fixtures)
 
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
