@@ -129,7 +129,7 @@ def fence_namespace(
     why = f"restore fence (epoch {fence.epoch}): {fence.reason}"
     ended = [row.id for row in locked if row.state in LIVE]
     for session_id in ended:
-        end_session(conn, session_id, "REVOKED", why, now)
+        end_session(conn, namespace, session_id, "REVOKED", why, now)
     # Every attempt granted before the fence that is still live: those the session ends cut
     # (still live, their rows ours until commit), grants made without a session, and what a
     # session end did not reach — cut here (a no-op for the first).

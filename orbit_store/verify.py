@@ -119,10 +119,14 @@ def _running_without_start(conn: sa.Connection, ns: str | None) -> list[str]:
 
 def _event_gaps(conn: sa.Connection, ns: str | None) -> list[str]:
     counts = (
-        sa.select(
-            task_events.c.task_id,
-            sa.func.count().label("n"),
-            sa.func.max(task_events.c.state_version).label("top"),
+        _scoped(
+            sa.select(
+                task_events.c.task_id,
+                sa.func.count().label("n"),
+                sa.func.max(task_events.c.state_version).label("top"),
+            ),
+            task_events,
+            ns,
         )
         .group_by(task_events.c.task_id)
         .subquery()
@@ -149,6 +153,7 @@ def _broken_event_chain(conn: sa.Connection, ns: str | None) -> list[str]:
         .join(
             nxt,
             sa.and_(
+                nxt.c.namespace == task_events.c.namespace,
                 nxt.c.task_id == task_events.c.task_id,
                 nxt.c.state_version == task_events.c.state_version + 1,
             ),
@@ -180,7 +185,7 @@ def _multiple_retry_successors(conn: sa.Connection, ns: str | None) -> list[str]
 
 def _attempt_count_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
     counts = (
-        sa.select(task_attempts.c.task_id, sa.func.count().label("n"))
+        _scoped(sa.select(task_attempts.c.task_id, sa.func.count().label("n")), task_attempts, ns)
         .where(sa.func.coalesce(task_attempts.c.outcome, "") != "RELEASED")
         .group_by(task_attempts.c.task_id)
         .subquery()
@@ -208,9 +213,13 @@ def _scheduled_task_without_occurrence(conn: sa.Connection, ns: str | None) -> l
 def _schedule_behind_its_occurrences(conn: sa.Connection, ns: str | None) -> list[str]:
     """A schedule whose next instant is not after every instant it already decided."""
     latest = (
-        sa.select(
-            schedule_occurrences.c.schedule_id,
-            sa.func.max(schedule_occurrences.c.through_at).label("through"),
+        _scoped(
+            sa.select(
+                schedule_occurrences.c.schedule_id,
+                sa.func.max(schedule_occurrences.c.through_at).label("through"),
+            ),
+            schedule_occurrences,
+            ns,
         )
         .group_by(schedule_occurrences.c.schedule_id)
         .subquery()

@@ -183,10 +183,13 @@ def list_subscriptions(conn: sa.Connection, namespace: str) -> list[Subscription
     return [_with_counts(conn, subscription_from_row(row)) for row in rows]
 
 
-def delivery_counts(conn: sa.Connection, subscription_id: str) -> dict[str, int]:
+def delivery_counts(conn: sa.Connection, namespace: str, subscription_id: str) -> dict[str, int]:
     rows = conn.execute(
         sa.select(event_deliveries.c.state, sa.func.count())
-        .where(event_deliveries.c.subscription_id == subscription_id)
+        .where(
+            event_deliveries.c.namespace == namespace,
+            event_deliveries.c.subscription_id == subscription_id,
+        )
         .group_by(event_deliveries.c.state)
     )
     counts = {state.value: 0 for state in DeliveryState}
@@ -195,7 +198,7 @@ def delivery_counts(conn: sa.Connection, subscription_id: str) -> dict[str, int]
 
 
 def _with_counts(conn: sa.Connection, sub: Subscription) -> Subscription:
-    return Subscription(**{**sub.__dict__, "counts": delivery_counts(conn, sub.id)})
+    return Subscription(**{**sub.__dict__, "counts": delivery_counts(conn, sub.namespace, sub.id)})
 
 
 def delete_subscription(
@@ -211,7 +214,7 @@ def delete_subscription(
     deliveries are PENDING or PARKED unless ``discard_undelivered`` (seed §7: unacknowledged
     events are never dropped silently — the audit row records how many were discarded)."""
     row = lock_subscription(conn, namespace, name, exclusive=True)
-    counts = delivery_counts(conn, row.id)
+    counts = delivery_counts(conn, row.namespace, row.id)
     unsettled = counts[DeliveryState.PENDING] + counts[DeliveryState.PARKED]
     if unsettled and not discard_undelivered:
         raise Conflict(

@@ -63,13 +63,18 @@ def _permit_missing(conn: sa.Connection, ns: str | None) -> list[str]:
     return ids(conn, scoped(query, tasks, ns))
 
 
-def _permit_counts() -> sa.Subquery:
+def _permit_counts(ns: str | None) -> sa.Subquery:
+    """Permits held per key (of one namespace when ``ns`` is given)."""
     return (
-        sa.select(
-            concurrency_permits.c.namespace,
-            concurrency_permits.c.concurrency_key,
-            sa.func.count().label("n"),
-            sa.func.min(concurrency_permits.c.acquired_at).label("oldest"),
+        scoped(
+            sa.select(
+                concurrency_permits.c.namespace,
+                concurrency_permits.c.concurrency_key,
+                sa.func.count().label("n"),
+                sa.func.min(concurrency_permits.c.acquired_at).label("oldest"),
+            ),
+            concurrency_permits,
+            ns,
         )
         .group_by(concurrency_permits.c.namespace, concurrency_permits.c.concurrency_key)
         .subquery()
@@ -84,7 +89,7 @@ def _on_key(counts: sa.Subquery) -> sa.ColumnElement[bool]:
 
 
 def _semaphore_count_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
-    counts = _permit_counts()
+    counts = _permit_counts(ns)
     query = (
         sa.select(concurrency_keys.c.concurrency_key)
         .outerjoin(counts, _on_key(counts))
@@ -96,7 +101,7 @@ def _semaphore_count_mismatch(conn: sa.Connection, ns: str | None) -> list[str]:
 def _permits_over_limit(conn: sa.Connection, ns: str | None) -> list[str]:
     """More permits than the limit, unless the limit was lowered after they were granted
     (a permit already held is never revoked)."""
-    counts = _permit_counts()
+    counts = _permit_counts(ns)
     query = (
         sa.select(concurrency_keys.c.concurrency_key)
         .join(counts, _on_key(counts))

@@ -144,7 +144,9 @@ def gates_open(conn: sa.Connection, gate_ids: set[str]) -> dict[str, bool]:
     return {row.id: bool(row.allowed) for row in rows}
 
 
-def _gate_tasks(conn: sa.Connection, gate_id: str, paths: list[WaitPath]) -> list[sa.Row]:  # type: ignore[type-arg]
+def _gate_tasks(
+    conn: sa.Connection, namespace: str, gate_id: str, paths: list[WaitPath]
+) -> list[sa.Row]:  # type: ignore[type-arg]
     """The gate's tasks on ``paths``, locked. Found by a plain read, then locked by primary key
     and checked again (a waiting lock through ix_tasks_gate would deadlock with a transition
     that holds the task and moves it between paths). No task can join these paths meanwhile:
@@ -152,7 +154,11 @@ def _gate_tasks(conn: sa.Connection, gate_id: str, paths: list[WaitPath]) -> lis
     wanted = [p.value for p in paths]
     found = conn.execute(
         force_index(
-            sa.select(tasks.c.id).where(tasks.c.gate_id == gate_id, tasks.c.wait_path.in_(wanted)),
+            sa.select(tasks.c.id).where(
+                tasks.c.namespace == namespace,
+                tasks.c.gate_id == gate_id,
+                tasks.c.wait_path.in_(wanted),
+            ),
             tasks,
             "ix_tasks_gate",
         )
@@ -175,7 +181,7 @@ def _gate_tasks(conn: sa.Connection, gate_id: str, paths: list[WaitPath]) -> lis
 
 
 def _close(conn: sa.Connection, namespace: str, gate_id: str, now: dt.datetime) -> None:
-    rows = _gate_tasks(conn, gate_id, [WaitPath.READY, WaitPath.BLOCKED_KEY])
+    rows = _gate_tasks(conn, namespace, gate_id, [WaitPath.READY, WaitPath.BLOCKED_KEY])
     for path in (WaitPath.READY, WaitPath.BLOCKED_KEY):
         move_path(conn, [r.id for r in rows if r.wait_path == path], path, WaitPath.BLOCKED_GATE)
     permits: dict[str, list[str]] = defaultdict(list)
@@ -187,7 +193,7 @@ def _close(conn: sa.Connection, namespace: str, gate_id: str, now: dt.datetime) 
 
 
 def _open(conn: sa.Connection, namespace: str, gate_id: str, now: dt.datetime) -> None:
-    rows = _gate_tasks(conn, gate_id, [WaitPath.BLOCKED_GATE])
+    rows = _gate_tasks(conn, namespace, gate_id, [WaitPath.BLOCKED_GATE])
     place_due(
         conn,
         namespace,

@@ -57,17 +57,24 @@ def forget_pod(conn: sa.Connection, uid: str, reason: str) -> int:
         .where(worker_pods.c.uid == uid, worker_pods.c.deleted_at.is_(None))
         .values(deleted_at=now, phase="Deleted")
     )
-    # Found by a plain read, then each locked by primary key (lock order; a registration in
-    # flight holds the pod row shared, so none can appear once we hold it exclusively).
+    # The pod's sessions are of its namespace (register_session checks it): one namespace
+    # per transaction. Found by a plain read, then each locked by primary key (lock order; a
+    # registration in flight holds the pod row shared, so none can appear once we hold it
+    # exclusively).
+    pod_namespace = conn.execute(
+        sa.select(worker_pods.c.namespace).where(worker_pods.c.uid == uid)
+    ).scalar_one_or_none()
     found = conn.execute(
         sa.select(worker_sessions.c.id, worker_sessions.c.namespace).where(
-            worker_sessions.c.pod_uid == uid, worker_sessions.c.state.in_(LIVE)
+            worker_sessions.c.namespace == pod_namespace,
+            worker_sessions.c.pod_uid == uid,
+            worker_sessions.c.state.in_(LIVE),
         )
     ).all()
     revoked = 0
     for session_id, namespace in sorted(found):
         if lock_session(conn, namespace, session_id).state in LIVE:
-            end_session(conn, session_id, "REVOKED", reason, now)
+            end_session(conn, namespace, session_id, "REVOKED", reason, now)
             revoked += 1
     return revoked
 

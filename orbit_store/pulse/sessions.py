@@ -126,7 +126,9 @@ def register_session(
         )
     ).scalar_one_or_none()
     if live is not None and lock_session(conn, namespace, live).state in LIVE:  # by primary key
-        end_session(conn, live, "CLOSED", "replaced by a newer session of the same worker", now)
+        end_session(
+            conn, namespace, live, "CLOSED", "replaced by a newer session of the same worker", now
+        )
     last = conn.execute(
         sa.select(sa.func.max(worker_sessions.c.generation)).where(
             worker_sessions.c.namespace == namespace, worker_sessions.c.worker_name == worker_name
@@ -247,14 +249,14 @@ def close_session(conn: sa.Connection, *, namespace: str, session_id: str) -> No
     """The worker is leaving cleanly; anything it still holds lapses now."""
     row = lock_session(conn, namespace, session_id)
     if row.state in LIVE:
-        end_session(conn, session_id, "CLOSED", "closed by worker", db_now(conn))
+        end_session(conn, namespace, session_id, "CLOSED", "closed by worker", db_now(conn))
 
 
 def revoke_session(conn: sa.Connection, *, namespace: str, session_id: str, reason: str) -> None:
     """Revoke (pod deleted or failed, admin action); its leases lapse through Pulse's rules."""
     row = lock_session(conn, namespace, session_id)
     if row.state in LIVE:
-        end_session(conn, session_id, "REVOKED", reason, db_now(conn))
+        end_session(conn, namespace, session_id, "REVOKED", reason, db_now(conn))
 
 
 @dataclass(frozen=True)
@@ -294,12 +296,12 @@ def expire_session(conn: sa.Connection, expired: ExpiredSession) -> bool:
             .values(expires_at=until)
         )
         return False
-    end_session(conn, expired.session_id, "EXPIRED", "not renewed in time", now)
+    end_session(conn, expired.namespace, expired.session_id, "EXPIRED", "not renewed in time", now)
     return True
 
 
 def end_session(
-    conn: sa.Connection, session_id: str, state: str, reason: str, now: dt.datetime
+    conn: sa.Connection, namespace: str, session_id: str, state: str, reason: str, now: dt.datetime
 ) -> None:
     """End a live session (its row is locked by the caller) and make its leases lapse now (the
     reaper decides each task). The session's attempts are found by a plain read and updated by
@@ -313,6 +315,7 @@ def end_session(
     )
     attempts = conn.execute(
         sa.select(task_attempts.c.id).where(
+            task_attempts.c.namespace == namespace,
             task_attempts.c.worker_session_id == session_id,
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
         )

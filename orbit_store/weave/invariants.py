@@ -40,7 +40,13 @@ def _ids(conn: sa.Connection, query: sa.Select[Any]) -> list[str]:
 def _task_created_twice(conn: sa.Connection, ns: str | None) -> list[str]:
     """Each activation has one task (a poll: one per round); manual retries are not counted."""
     counts = (
-        sa.select(tasks.c.workflow_activation_id.label("activation_id"), sa.func.count().label("n"))
+        _scoped(
+            sa.select(
+                tasks.c.workflow_activation_id.label("activation_id"), sa.func.count().label("n")
+            ),
+            tasks,
+            ns,
+        )
         .where(tasks.c.workflow_activation_id.is_not(None), tasks.c.retry_of.is_(None))
         .group_by(tasks.c.workflow_activation_id)
         .subquery()
@@ -63,10 +69,14 @@ def _task_created_twice(conn: sa.Connection, ns: str | None) -> list[str]:
 
 def _rounds_over_budget(conn: sa.Connection, ns: str | None) -> list[str]:
     counts = (
-        sa.select(
-            workflow_poll_rounds.c.activation_id,
-            sa.func.count().label("n"),
-            sa.func.max(workflow_poll_rounds.c.round).label("top"),
+        _scoped(
+            sa.select(
+                workflow_poll_rounds.c.activation_id,
+                sa.func.count().label("n"),
+                sa.func.max(workflow_poll_rounds.c.round).label("top"),
+            ),
+            workflow_poll_rounds,
+            ns,
         )
         .group_by(workflow_poll_rounds.c.activation_id)
         .subquery()
@@ -125,6 +135,7 @@ def _outcome_not_delivered(conn: sa.Connection, ns: str | None) -> list[str]:
         .outerjoin(
             workflow_inbox,
             sa.and_(
+                workflow_inbox.c.namespace == tasks.c.namespace,
                 workflow_inbox.c.source_event_id == source,
                 workflow_inbox.c.consumer == CONSUMER,
             ),
