@@ -1,5 +1,5 @@
 """deploy/vitess/vschema.json: a Vitess keyspace sharded by a hash of the namespace, the global
-tables in an unsharded keyspace (orbit_store/routing.py), and a vindex for every table of the
+tables in an unsharded keyspace (orbit_store/sharding.py), and a vindex for every table of the
 migrated schema (docs/scaling.md "Past one primary")."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from orbit_store import routing
+from orbit_store import sharding
 
 from .conftest import REPO
 
@@ -40,13 +40,13 @@ def problems(document: dict[str, Any], schema_tables: set[str]) -> list[str]:
         found.append("orbit must be sharded and orbit_global unsharded")
     vindexes = sharded["vindexes"]
     for name in sorted(schema_tables):
-        column = routing.namespace_column(name)
+        column = sharding.namespace_column(name)
         if column is None:
             if name not in unsharded["tables"]:
                 found.append(f"global table {name} is not in the unsharded keyspace")
-            placement = routing.GLOBAL_TABLES[name].placement
+            placement = sharding.GLOBAL_TABLES[name].placement
             entry = sharded["tables"].get(name)
-            if placement is routing.Placement.REFERENCE and entry != {
+            if placement is sharding.Placement.REFERENCE and entry != {
                 "type": "reference",
                 "source": f"orbit_global.{name}",
             }:
@@ -89,8 +89,8 @@ def test_the_vschema_names_a_vindex_for_every_table_of_the_migrated_schema(
     assert problems(keyspaces(), tables) == []
 
 
-def test_every_global_table_is_listed_in_routing(mariadb_engine: sa.Engine) -> None:
-    """A table without a namespace column is global and must say why (routing.py)."""
+def test_every_global_table_is_listed_in_sharding(mariadb_engine: sa.Engine) -> None:
+    """A table without a namespace column is global and must say why (sharding.py)."""
     with mariadb_engine.connect() as conn:
         rows = conn.execute(
             sa.text(
@@ -101,7 +101,7 @@ def test_every_global_table_is_listed_in_routing(mariadb_engine: sa.Engine) -> N
             )
         )
         without_namespace = {name for (name,) in rows} - {"namespaces"}
-    assert without_namespace == set(routing.GLOBAL_TABLES)
+    assert without_namespace == set(sharding.GLOBAL_TABLES)
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ def locality_watch(request: pytest.FixtureRequest) -> Iterator[LocalityWatch | N
         report = os.environ.get("ORBIT_LOCALITY_COUNTS")
         if report:  # bench figures: how the suite's table uses were bounded
             with open(f"{report}.{os.getpid()}.json", "w") as out:
-                json.dump(dict(watch.counts), out)
+                json.dump({"counts": watch.counts, "sites": watch.sites}, out)
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def namespace_locality(
     locality_watch.test = "(between tests)"
     if found:
         pytest.fail(
-            "namespace locality (orbit_store/routing.py):\n"
+            "namespace locality (orbit_store/sharding.py):\n"
             + "\n".join(f"  {v.what}" for v in found),
             pytrace=False,
         )

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import sqlglot
 from sqlglot import exp
 
-from orbit_store import routing
+from orbit_store import sharding
 from orbit_store.schema import metadata
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
@@ -63,12 +63,19 @@ class TableUse:
     key: KeyUse | None = None  # a unique key bound to values
     joined: bool = False  # bound only through a join to a bounded table
     same_namespace_join: bool = False  # ... and that join equates the namespaces
+    #: Bound by a reference to other rows' ids (``instance_id = ?``): (their table, the ids).
+    parent: tuple[str, tuple[Ref, ...]] | None = None
     #: Unique keys of the rows an INSERT writes, with each row's namespace (to learn keys).
     inserted: tuple[tuple[KeyUse, tuple[Ref, ...]], ...] = ()
+    #: References an INSERT writes: (column's target table, one ref per row), to check that a
+    #: row never refers to a row of another namespace.
+    references: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()
 
     @property
     def bounded(self) -> bool:
-        return bool(self.namespaces) or self.key is not None or self.joined
+        return (
+            bool(self.namespaces) or self.key is not None or self.joined or self.parent is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,9 @@ class _Use:
     key: KeyUse | None = None
     joined: bool = False
     same_namespace_join: bool = False
+    parent: tuple[str, tuple[Ref, ...]] | None = None
     inserted: tuple[tuple[KeyUse, tuple[Ref, ...]], ...] = ()
+    references: tuple[tuple[str, tuple[Ref | None, ...]], ...] = ()
 
 
 class _Reader:
@@ -150,7 +159,9 @@ class _Reader:
                 use.key,
                 use.joined,
                 use.same_namespace_join,
+                use.parent,
                 use.inserted,
+                use.references,
             )
 
     def _resolve(self, column: exp.Column, block: exp.Expression) -> _Use | None:
@@ -202,7 +213,7 @@ class _Reader:
 
     def _settle(self, use: _Use) -> None:
         """From the bound values: the namespace, a unique key, or the rows an INSERT writes."""
-        ns_column = routing.namespace_column(use.table)
+        ns_column = sharding.namespace_column(use.table)
         if isinstance(use.block, exp.Insert) and use.node is _insert_target(use.block):
             self._settle_insert(use, ns_column)
             return
@@ -216,6 +227,12 @@ class _Reader:
                     rows = [(*row, ref) for row in rows for ref in refs]
                 use.key = KeyUse(columns, tuple(rows))
                 break
+        if not use.namespaces and use.key is None:
+            for column, bound in sorted(use.values.items()):
+                target = reference_target(use.table, column)
+                if target is not None:
+                    use.parent = (target, min(bound, key=len))
+                    break
 
     def _settle_insert(self, use: _Use, ns_column: str | None) -> None:
         insert = use.block
@@ -228,8 +245,11 @@ class _Reader:
         rows = [[_ref(v) for v in row.expressions] for row in values.expressions]
         if ns_column and ns_column in columns:
             index = columns.index(ns_column)
-            namespaces = tuple(row[index] for row in rows if row[index] is not None)
-            use.namespaces = namespaces
+            namespaces = [row[index] for row in rows]
+            # A namespace that is not a plain value leaves the rows unbounded (reported).
+            use.namespaces = tuple(n for n in namespaces if n is not None)
+            if len(use.namespaces) < len(rows):
+                use.namespaces = ()
         learned: list[tuple[KeyUse, tuple[Ref, ...]]] = []
         for key in _unique_keys(use.table):
             if all(c in columns for c in key):
@@ -240,6 +260,11 @@ class _Reader:
         use.inserted = tuple(learned)
         if learned:
             use.key = learned[0][0]
+        use.references = tuple(
+            (target, tuple(row[columns.index(column)] for row in rows))
+            for column in columns
+            if (target := reference_target(use.table, column)) is not None
+        )
 
     def _join(self, edges: list[tuple[_Use, str, _Use, str]]) -> None:
         """A table joined to a bounded table is bounded through it when the join equates
@@ -250,14 +275,53 @@ class _Reader:
         while changed:
             changed = False
             for use, column, other, other_column in edges:
-                if use.namespaces or use.key is not None or use.joined:
+                if _bounded(use) or not _bounded(other):
                     continue
-                if not (other.namespaces or other.key is not None or other.joined):
-                    continue
-                ns = routing.namespace_column(use.table)
-                same = column == ns and other_column == routing.namespace_column(other.table)
+                ns = sharding.namespace_column(use.table)
+                same = column == ns and other_column == sharding.namespace_column(other.table)
                 if same or _follows(use.table, column, other.table, other_column):
                     use.joined, use.same_namespace_join, changed = True, same, True
+
+
+#: Reference columns declared without a foreign key (by design: a foreign key check would take
+#: a lock out of the lock order), by name: the table whose id they hold.
+_REFERENCED_BY_NAME = {
+    "instance_id": "workflow_instances",
+    "workflow_instance_id": "workflow_instances",
+    "activation_id": "workflow_activations",
+    "workflow_activation_id": "workflow_activations",
+    "current_activation_id": "workflow_activations",
+    "consumed_by_activation_id": "workflow_activations",
+    "task_id": "tasks",
+    "retry_of": "tasks",
+    "schedule_id": "schedules",
+    "current_attempt_id": "task_attempts",
+    "attempt_id": "task_attempts",
+    "satisfied_by_signal_id": "workflow_signals",
+    "inbox_id": "workflow_inbox",
+    "subscription_id": "subscriptions",
+    "event_id": "result_events",
+    "gate_id": "execution_gates",
+    "worker_session_id": "worker_sessions",
+    "definition_id": "workflow_definitions",
+    "definition_version_id": "workflow_definition_versions",
+}
+
+
+@functools.cache
+def reference_target(table: str, column: str) -> str | None:
+    """The namespaced table whose row ids ``table.column`` holds, if it is a reference."""
+    if table not in metadata.tables or column not in metadata.tables[table].c:
+        return None
+    for fk in metadata.tables[table].c[column].foreign_keys:
+        target = fk.column.table
+        if sharding.namespace_column(target.name) and list(target.primary_key) == [fk.column]:
+            return target.name
+    return _REFERENCED_BY_NAME.get(column)
+
+
+def _bounded(use: _Use) -> bool:
+    return bool(use.namespaces) or use.key is not None or use.joined or use.parent is not None
 
 
 def _follows(table: str, column: str, other: str, other_column: str) -> bool:
@@ -273,17 +337,7 @@ def _follows(table: str, column: str, other: str, other_column: str) -> bool:
 def _references(table: str, column: str, other: str, other_column: str) -> bool:
     """``table.column`` holds ids of ``other`` rows: a foreign key, or a UUIDv7 reference
     column (``*_id``, String(36)) equated to ``other``'s primary key."""
-    if table not in metadata.tables or other not in metadata.tables:
-        return False
-    col = metadata.tables[table].c.get(column)
-    if col is None:
-        return False
-    if any(
-        fk.column.table.name == other and fk.column.name == other_column for fk in col.foreign_keys
-    ):
-        return True
-    is_ref = isinstance(col.type, sa.String) and col.type.length == 36 and column.endswith("_id")
-    return is_ref and (other_column,) == _unique_keys(other)[0]
+    return reference_target(table, column) == other and (other_column,) == _unique_keys(other)[0]
 
 
 def _block_of(node: exp.Expression) -> exp.Expression:

@@ -8,8 +8,8 @@ what a test or a migration sends itself is not judged. For each statement's tabl
 (``shapes``): a namespace value is taken as it is; a unique key is resolved to its row's
 namespace (rows written earlier in this process are known from their INSERT, others are read
 on a connection of the checker's own); a table reached without either is a violation unless
-the sending function is one of ``orbit_store.routing.CROSS_NAMESPACE_READS`` and the read is
-non-locking in a transaction that writes nothing. Global tables (``routing.GLOBAL_TABLES``)
+the sending function is one of ``orbit_store.sharding.CROSS_NAMESPACE_READS`` and the read is
+non-locking in a transaction that writes nothing. Global tables (``sharding.GLOBAL_TABLES``)
 are free. At COMMIT or ROLLBACK, more than one namespace is a violation.
 """
 
@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import NullPool
 
-from orbit_store import routing
+from orbit_store import sharding
 from orbit_store.schema import metadata
 
 from .shapes import KeyUse, Shape, TableUse, shape_of
@@ -39,11 +39,19 @@ _STORE_MODULES = ("orbit_store", "orbit.", "orbit_operator")
 _INFO = "orbit_locality"
 
 
+_Key = tuple[str, tuple[str, ...], tuple[Any, ...]]  # table, unique key's columns, values
+
+
 @dataclass
 class _Transaction:
     url: str
     namespaces: dict[str, str] = field(default_factory=dict)  # namespace -> first statement
-    pending: list[tuple[str, tuple[str, ...], tuple[Any, ...], str]] = field(default_factory=list)
+    #: Namespaces only listed cross-namespace reads reached (a read-only transaction may).
+    read_namespaces: dict[str, str] = field(default_factory=dict)
+    #: Rows named by a key whose namespace is looked up at the end: (key, where, by a listed read)
+    pending: list[tuple[_Key, str, bool]] = field(default_factory=list)
+    #: Rows written with a reference: (the referenced row, the row's namespace, where).
+    children: list[tuple[_Key, str, str]] = field(default_factory=list)
     writes: bool = False
     scatter: str | None = None  # the listed cross-namespace read it ran, if any
 
@@ -66,20 +74,34 @@ class LocalityWatch:
         self._modules = (*_STORE_MODULES, *also)
         self._key = f"{_INFO}_{id(self)}"  # each watch keeps its own transaction record
         self.counts: Counter[str] = Counter()  # "routed", "by_key", "joined", "scatter", ...
+        #: The same by statement site: "class sender table" -> executions.
+        self.sites: Counter[str] = Counter()
         self.test = "(outside a test)"
-        self._known: dict[tuple[str, tuple[str, ...], tuple[Any, ...]], str] = {}
+        self._known: dict[_Key, str] = {}
         self._readers: dict[str, sa.Engine] = {}
         self._lock = threading.Lock()
         self._listeners = [
-            ("begin", self._begin),
-            ("before_cursor_execute", self._statement),
-            ("commit", self._end),
-            ("rollback", self._end),
+            ("begin", self._guarded(self._begin)),
+            ("before_cursor_execute", self._guarded(self._statement)),
+            ("commit", self._guarded(self._end)),
+            ("rollback", self._guarded(self._end)),
         ]
 
     def install(self) -> None:
         for name, listener in self._listeners:
             event.listen(sa.Engine, name, listener)
+
+    def _guarded(self, listener: Any) -> Any:
+        """A fault of the checker is reported as a violation, never raised into the store's
+        statement (which would fail the test for the wrong reason)."""
+
+        def guarded(*args: Any) -> None:
+            try:
+                listener(*args)
+            except Exception as exc:
+                self._violate(f"the locality check itself failed: {exc!r}")
+
+        return guarded
 
     def uninstall(self) -> None:
         for name, listener in self._listeners:
@@ -145,21 +167,32 @@ class LocalityWatch:
         rows: Iterable[Any],
         sender: list[str],
     ) -> None:
-        if routing.namespace_column(use.table) is None:
+        if sharding.namespace_column(use.table) is None:
             self.counts["global"] += 1
             return
         where = f"{sender[0]} ({shape.kind} {use.table})"
+        listed = any(s in sharding.CROSS_NAMESPACE_READS for s in sender)
+        quiet = listed and not (shape.writes or shape.locking)
+        touched = tx.read_namespaces if quiet else tx.namespaces
+        if quiet:
+            tx.scatter = next(s for s in sender if s in sharding.CROSS_NAMESPACE_READS)
+        self.sites[f"{_kind_of(use, quiet)} {where}"] += 1
         for params in rows:
-            self._learn(use, params)
+            self._learn(tx, use, params, where)
             if use.namespaces:
                 self.counts["routed"] += 1
                 for ref in use.namespaces:
                     value = ref.value(params)
                     if value is not None:
-                        tx.namespaces.setdefault(str(value), where)
+                        touched.setdefault(str(value), where)
             elif use.key is not None:
                 self.counts["by_key"] += 1
-                self._pend(tx, use.table, use.key, params, where)
+                self._pend(tx, use.table, use.key, params, where, quiet)
+            elif use.parent is not None:
+                self.counts["by_parent"] += 1
+                table, refs = use.parent
+                pk = _primary_key(table)
+                self._pend(tx, table, KeyUse(pk, tuple((r,) for r in refs)), params, where, quiet)
             elif use.joined:
                 self.counts["routed" if use.same_namespace_join else "joined"] += 1
             else:
@@ -169,8 +202,8 @@ class LocalityWatch:
         """A table reached without a namespace value or key: allowed only as a listed
         cross-namespace read that reads every namespace alike (no other table of the
         statement bound to one), locks nothing, and shares no writing transaction."""
-        listed = next((s for s in sender if s in routing.CROSS_NAMESPACE_READS), None)
-        partly = any(u.namespaces for u in shape.uses if routing.namespace_column(u.table))
+        listed = next((s for s in sender if s in sharding.CROSS_NAMESPACE_READS), None)
+        partly = any(u.namespaces for u in shape.uses if sharding.namespace_column(u.table))
         if listed is None:
             self._violate(f"{where} is bounded by no namespace value and no unique key")
         elif partly:
@@ -181,55 +214,69 @@ class LocalityWatch:
             self.counts["scatter"] += 1
             tx.scatter = listed
 
-    def _learn(self, use: TableUse, params: Any) -> None:
-        """Remember the namespace of each row an INSERT writes, by each of its unique keys."""
-        for key, namespaces in use.inserted:
-            for row, ns in zip(key.values, namespaces, strict=False):
+    def _learn(self, tx: _Transaction, use: TableUse, params: Any, where: str) -> None:
+        """Remember the namespace of each row an INSERT writes, by each of its unique keys,
+        and note the rows it refers to: a reference never leaves the row's namespace."""
+        namespaces = [ns.value(params) for ns in use.namespaces]
+        for unique, row_namespaces in use.inserted:
+            for row, ns in zip(unique.values, row_namespaces, strict=False):
                 value = ns.value(params)
                 if value is not None:
                     values = tuple(r.value(params) for r in row)
-                    self._known[(use.table, key.columns, values)] = str(value)
+                    self._known[(use.table, unique.columns, values)] = str(value)
+        for target, references in use.references:
+            for ref, namespace in zip(references, namespaces, strict=False):
+                parent = ref.value(params) if ref is not None else None
+                if parent is not None and namespace is not None:
+                    referred: _Key = (target, _primary_key(target), (parent,))
+                    tx.children.append((referred, str(namespace), where))
 
-    def _pend(self, tx: _Transaction, table: str, key: KeyUse, params: Any, where: str) -> None:
+    def _pend(
+        self, tx: _Transaction, table: str, key: KeyUse, params: Any, where: str, quiet: bool
+    ) -> None:
         for row in key.values:
             values = tuple(r.value(params) for r in row)
             if any(v is None for v in values):
                 continue  # NULL names no row
-            known = self._known.get((table, key.columns, values))
-            if known is not None:
-                tx.namespaces.setdefault(known, where)
-            else:
-                tx.pending.append((table, key.columns, values, where))
+            tx.pending.append(((table, key.columns, values), where, quiet))
 
     def _close(self, tx: _Transaction) -> None:
-        for (table, columns, values), namespace, where in self._resolve(tx):
-            self._known[(table, columns, values)] = namespace
-            tx.namespaces.setdefault(namespace, where)
+        found = self._namespaces_of([key for key, _where, _quiet in tx.pending], tx.url)
+        for key, where, quiet in tx.pending:
+            if key in found:
+                (tx.read_namespaces if quiet else tx.namespaces).setdefault(found[key], where)
         if len(tx.namespaces) > 1:
             touched = "; ".join(f"{ns!r} by {where}" for ns, where in tx.namespaces.items())
             self._violate(f"one transaction touched {len(tx.namespaces)} namespaces: {touched}")
         if tx.scatter is not None and tx.writes:
             self._violate(f"the cross-namespace read {tx.scatter} ran in a writing transaction")
+        parents = self._namespaces_of([key for key, _ns, _where in tx.children], tx.url)
+        for key, namespace, where in tx.children:
+            if key in parents and parents[key] != namespace:
+                self._violate(
+                    f"{where} wrote a row of {namespace!r} that refers to {key[0]} {key[2][0]} "
+                    f"of {parents[key]!r}"
+                )
 
-    def _resolve(
-        self, tx: _Transaction
-    ) -> Iterable[tuple[tuple[str, tuple[str, ...], tuple[Any, ...]], str, str]]:
-        """The namespaces of rows named by a unique key and not written in this process, read
-        on the checker's own connection (committed rows; a row this transaction deleted is
-        still there until it commits)."""
-        if not tx.pending:
-            return
-        reader = self._reader(tx.url)
-        with reader.connect() as conn:
-            for table, columns, values, where in tx.pending:
+    def _namespaces_of(self, keys: list[_Key], url: str) -> dict[_Key, str]:
+        """The namespace of each row named by a unique key: known from its INSERT in this
+        process, or read on the checker's own connection (committed rows; a row this
+        transaction deleted is still there until it commits)."""
+        found = {key: self._known[key] for key in keys if key in self._known}
+        missing = [key for key in dict.fromkeys(keys) if key not in found]
+        if not missing:
+            return found
+        with self._reader(url).connect() as conn:
+            for key in missing:
+                table, columns, values = key
                 meta = metadata.tables[table]
-                ns_column = meta.c[routing.namespace_column(table) or ""]
+                ns_column = meta.c[sharding.namespace_column(table) or ""]
                 query = sa.select(ns_column).where(
                     *(meta.c[c] == v for c, v in zip(columns, values, strict=True))
                 )
-                namespace = conn.execute(query).scalar()
-                if namespace is not None:
-                    yield (table, columns, values), namespace, where
+                for namespace in conn.execute(query).scalars():
+                    found[key] = self._known[key] = str(namespace)
+        return found
 
     def _reader(self, url: str) -> sa.Engine:
         with self._lock:
@@ -242,6 +289,21 @@ class LocalityWatch:
     def _violate(self, what: str) -> None:
         with self._lock:
             self.violations.append(Violation(self.test, what))
+
+
+def _kind_of(use: TableUse, quiet: bool) -> str:
+    """How a table use is bounded, as the counts name it."""
+    if use.namespaces or (use.joined and use.same_namespace_join):
+        return "routed"
+    if use.key is not None:
+        return "by_key"
+    if use.parent is not None:
+        return "by_parent"
+    return "joined" if use.joined else "scatter" if quiet else "unbounded"
+
+
+def _primary_key(table: str) -> tuple[str, ...]:
+    return tuple(c.name for c in metadata.tables[table].primary_key.columns)
 
 
 def _store_sender(modules: tuple[str, ...]) -> list[str] | None:

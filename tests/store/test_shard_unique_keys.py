@@ -1,6 +1,6 @@
 """Ids and uniqueness that survive sharding by namespace (ORBIT.md §3 "Identifiers"; seed §4):
 every UNIQUE key of a namespaced table includes the namespace or a UUIDv7 id, or is unique by
-construction (orbit_store/routing.py), so each shard can enforce it alone. Read from the
+construction (orbit_store/sharding.py), so each shard can enforce it alone. Read from the
 migrated schema (information_schema), not from the metadata."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from orbit_store import routing
+from orbit_store import sharding
 from orbit_store.ids import new_id
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -44,13 +44,13 @@ def is_id_column(name: str, column_type: str) -> bool:
 
 
 def shard_safe(table: str, columns: tuple[tuple[str, str], ...]) -> bool:
-    if routing.namespace_column(table) is None:
+    if sharding.namespace_column(table) is None:
         return True  # a global table lives in one unsharded keyspace
     names = [name for name, _type in columns]
     return (
-        routing.namespace_column(table) in names
+        sharding.namespace_column(table) in names
         or any(is_id_column(name, kind) for name, kind in columns)
-        or any((table, name) in routing.UNIQUE_BY_CONSTRUCTION for name in names)
+        or any((table, name) in sharding.UNIQUE_BY_CONSTRUCTION for name in names)
     )
 
 

@@ -90,7 +90,8 @@ _FINDER = (
     "a background finder: lists due work of every namespace, then each item is decided in a "
     "transaction of its own namespace"
 )
-_ADMIN = "an admin or metrics read over every namespace, never locking, never in a write"
+_ADMIN = "`orbit admin verify` over every namespace: an admin read, never locking"
+_METRICS = "a gauge over every namespace (Prometheus metrics), read by the gauge loop"
 
 #: Store functions (``module:qualified name``) that may read namespaced tables without a
 #: namespace value. Each runs outside any writing transaction and takes no locks.
@@ -105,7 +106,15 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
         "the restore fence lists every namespace with live sessions or leases, then fences "
         "each in a transaction of its own",
     ),
+    "orbit_store.restore_fence:_settled": CrossNamespaceRead(
+        ReadKind.SCATTER, "the restore fence's report: what became of every attempt it cut"
+    ),
     "orbit_store.verify:verify": CrossNamespaceRead(ReadKind.SCATTER, _ADMIN),
+    "orbit_store.pulse.backlog:read_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
+    "orbit_store.pulse.routing:unrunnable_counts": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
+    "orbit_store.weave.queries:live_counts": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
+    "orbit_store.weave.inbox:backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
+    "orbit_store.delivery.backlog:delivery_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
     "orbit_store.credentials:live_credentials": CrossNamespaceRead(
         ReadKind.LOOKUP,
         "a bearer token names no namespace: its hash finds the credentials that hold it "
