@@ -112,6 +112,10 @@ class LocalityWatch:
     # -- events -----------------------------------------------------------------------------
 
     def _watched(self, conn: sa.Connection) -> bool:
+        """MariaDB connections of the code under test (not the checker's own); a connection
+        that was lost has no transaction left to judge."""
+        if conn.invalidated:
+            return False
         return conn.dialect.name in ("mysql", "mariadb") and not any(
             conn.engine.pool is r.pool for r in self._readers.values()
         )
@@ -153,9 +157,10 @@ class LocalityWatch:
             self._close(tx)
 
     def _end(self, conn: sa.Connection) -> None:
-        tx = conn.info.pop(self._key, None)
-        if tx is not None and self._watched(conn):
-            self._close(tx)
+        if self._watched(conn):
+            tx = conn.info.pop(self._key, None)
+            if tx is not None:
+                self._close(tx)
 
     # -- judging ----------------------------------------------------------------------------
 
