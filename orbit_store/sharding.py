@@ -101,6 +101,12 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
     "orbit_store.pulse.sessions:find_expired_sessions": CrossNamespaceRead(
         ReadKind.SCATTER, _FINDER
     ),
+    "orbit_store.delivery.push:push_subscriptions": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
+    "orbit_store.delivery.push:push_secret_refs": CrossNamespaceRead(
+        ReadKind.SCATTER,
+        "the push subscriptions naming shared webhook secrets, for the sender's log when "
+        "secrets must move to their namespaces' folders",
+    ),
     "orbit_store.restore_fence:_namespaces": CrossNamespaceRead(
         ReadKind.SCATTER,
         "the restore fence lists every namespace with live sessions or leases, then fences "
