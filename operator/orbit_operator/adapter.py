@@ -28,6 +28,7 @@ from orbit.reconcile.resource import (
     INVALID_SPEC,
     Deletion,
     InvalidSpec,
+    NotDeclaredYet,
     Resource,
 )
 from orbit_store.errors import Conflict, InvalidRequest
@@ -47,6 +48,7 @@ class Failure:
     message: str
     temporary: bool  # retry with a delay (database, unfinished tasks) or wait for a new spec
     waiting: bool = False  # waits on the workload (unfinished tasks): retry at the resync pace
+    backoff: bool = False  # waits for another resource: retry soon, then less and less often
 
 
 def no_secrets(_namespace: str, _name: str) -> dict[str, str] | None:
@@ -97,6 +99,25 @@ def invalid(
     write_ready(out, body, kind, status=FALSE, reason=INVALID_SPEC, message=message, applied=False)
     ctx.metrics.error(kind, INVALID_SPEC)
     return Failure(INVALID_SPEC, message, temporary=False)
+
+
+def not_declared_yet(
+    ctx: Context,
+    kind: str,
+    body: Mapping[str, Any],
+    out: Status,
+    exc: NotDeclaredYet,
+    logger: Logger,
+) -> Failure:
+    """Nothing was written: Ready=False with a reason and message saying what the resource
+    waits for (a Queue applied in the same batch, later); retried with a backoff."""
+    if is_news(body, FALSE, exc.reason, exc.message):
+        logger.info("waiting: %s", exc.message)
+    write_ready(
+        out, body, kind, status=FALSE, reason=exc.reason, message=exc.message, applied=False
+    )
+    ctx.metrics.error(kind, exc.reason)
+    return Failure(exc.reason, exc.message, temporary=True, backoff=True)
 
 
 def unavailable(
@@ -150,6 +171,8 @@ def _reconcile(
             ctx.engine,
             lambda conn: reconcile_audited(conn, handlers, resource, secrets, actor=OPERATOR_ACTOR),
         )
+    except NotDeclaredYet as exc:
+        return not_declared_yet(ctx, kind, body, out, exc, logger)
     except (InvalidSpec, InvalidRequest, Conflict) as exc:
         return invalid(ctx, kind, body, out, exc, logger)
     except DatabaseUnavailable as exc:
@@ -228,12 +251,22 @@ def delete_resource(
     return None
 
 
-def raise_for(failure: Failure | None, ctx: Context) -> None:
-    """In a change handler: temporary failures retry after a delay (a deletion waiting on tasks
-    at the resync pace, an outage sooner); an invalid spec waits for the next change."""
+def retry_delay(failure: Failure, ctx: Context, retry: int) -> float:
+    """Seconds before the next try: a deletion waiting on tasks at the resync pace; a resource
+    waiting for another after 1, 2, 4 … seconds (``retry`` tries so far), at most the retry
+    delay; an outage after the retry delay."""
+    if failure.waiting:
+        return ctx.config.resync_seconds
+    if failure.backoff:
+        return min(ctx.config.retry_seconds, float(2 ** min(retry, 16)))
+    return ctx.config.retry_seconds
+
+
+def raise_for(failure: Failure | None, ctx: Context, retry: int = 0) -> None:
+    """In a change handler: temporary failures retry after :func:`retry_delay`; an invalid spec
+    waits for the next change."""
     if failure is None:
         return
     if failure.temporary:
-        delay = ctx.config.resync_seconds if failure.waiting else ctx.config.retry_seconds
-        raise kopf.TemporaryError(failure.message, delay=delay)
+        raise kopf.TemporaryError(failure.message, delay=retry_delay(failure, ctx, retry))
     raise kopf.PermanentError(failure.message)

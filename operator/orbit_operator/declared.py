@@ -17,10 +17,15 @@ def register(kind: str, plural: str) -> None:
     """Register the thin handlers of ``kind`` with Kopf."""
 
     def reconcile(
-        body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: kopf.Memo, **_: Any
+        body: kopf.Body,
+        patch: kopf.Patch,
+        logger: kopf.Logger,
+        memo: kopf.Memo,
+        retry: int,
+        **_: Any,
     ) -> None:
         ctx = context_of(memo)
-        raise_for(reconcile_resource(ctx, kind, body, patch.status, logger), ctx)
+        raise_for(reconcile_resource(ctx, kind, body, patch.status, logger), ctx, retry)
 
     def resync(
         body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: kopf.Memo, **_: Any

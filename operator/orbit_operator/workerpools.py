@@ -12,11 +12,25 @@ from typing import Any
 
 import kopf
 
-from orbit.reconcile.resource import INVALID_SPEC, RECONCILED, InvalidSpec, Resource
+from orbit.reconcile.resource import (
+    INVALID_SPEC,
+    RECONCILED,
+    InvalidSpec,
+    NotDeclaredYet,
+    Resource,
+)
 from orbit.reconcile.workerpool import desired_deployment, desired_replicas, status_of
 
 from . import database
-from .adapter import Failure, admit_body, invalid, raise_for, reserved, unavailable
+from .adapter import (
+    Failure,
+    admit_body,
+    invalid,
+    not_declared_yet,
+    raise_for,
+    reserved,
+    unavailable,
+)
 from .context import Context, context_of
 from .database import DatabaseUnavailable
 from .kube import KubeError
@@ -58,6 +72,8 @@ def sync_pool(ctx: Context, body: kopf.Body, out: Status, logger: kopf.Logger) -
             raise refused
         resource = admit_body(KIND, body)
         counts = database.run(ctx.engine, lambda conn: status_of(conn, resource))
+    except NotDeclaredYet as exc:
+        return not_declared_yet(ctx, KIND, body, out, exc, logger)
     except InvalidSpec as exc:
         return invalid(ctx, KIND, body, out, exc, logger)
     except DatabaseUnavailable as exc:
@@ -113,10 +129,15 @@ def _owned_deployment(
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def reconcile_workerpool(
-    body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, memo: kopf.Memo, **_: Any
+    body: kopf.Body,
+    patch: kopf.Patch,
+    logger: kopf.Logger,
+    memo: kopf.Memo,
+    retry: int,
+    **_: Any,
 ) -> None:
     ctx = context_of(memo)
-    raise_for(sync_pool(ctx, body, patch.status, logger), ctx)
+    raise_for(sync_pool(ctx, body, patch.status, logger), ctx, retry)
 
 
 @kopf.timer(

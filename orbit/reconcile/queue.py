@@ -21,7 +21,14 @@ from orbit_store.pulse.queues import (
 )
 from orbit_store.schema import tasks
 
-from .resource import HAS_UNFINISHED_TASKS, Deletion, InvalidSpec, Outcome, Resource
+from .resource import (
+    HAS_UNFINISHED_TASKS,
+    QUEUE_NOT_FOUND,
+    Deletion,
+    NotDeclaredYet,
+    Outcome,
+    Resource,
+)
 
 OPERATOR_ACTOR = "orbit-operator"
 CANCEL_BATCH = 200
@@ -30,14 +37,16 @@ CANCEL_BATCH = 200
 def require_declared_queues(
     conn: sa.Connection, resource: Resource, field_path: str, names: list[str]
 ) -> None:
-    """InvalidSpec when ``names`` include a queue no Queue resource declares in the namespace
-    (the implicit ``default`` queue always exists). Used by kinds that name queues."""
+    """NotDeclaredYet when ``names`` include a queue no Queue resource declares in the
+    namespace (the implicit ``default`` queue always exists). Used by kinds that name queues."""
     missing = undeclared_queues(conn, resource.namespace, names)
     if missing:
-        raise InvalidSpec(
+        quoted = ", ".join(repr(name) for name in missing)
+        raise NotDeclaredYet(
             field_path,
-            f"queue {', '.join(missing)} is not declared in namespace {resource.namespace!r}; "
-            "declare it with a Queue resource first",
+            f"waiting for Queue {', '.join(missing)}: queue {quoted} is not declared in "
+            f"namespace {resource.namespace!r} yet; apply the Queue (retried until it is)",
+            reason=QUEUE_NOT_FOUND,
         )
 
 

@@ -14,6 +14,7 @@ INVALID_SPEC = "InvalidSpec"
 DATABASE_UNAVAILABLE = "DatabaseUnavailable"
 HAS_UNFINISHED_TASKS = "HasUnfinishedTasks"
 SECRET_NOT_FOUND = "SecretNotFound"
+QUEUE_NOT_FOUND = "QueueNotFound"
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,13 @@ class InvalidSpec(Exception):
     def __init__(self, field_path: str, message: str) -> None:
         super().__init__(f"{field_path}: {message}")
         self.field_path, self.message = field_path, message
+
+
+class NotDeclaredYet(InvalidSpec):
+    """The spec names something that is not declared yet (a Queue); nothing was written.
+    Resources applied together reach the operator in any order, so for it this is temporary:
+    ``reason`` is the Ready reason that says what it waits for, and it retries soon."""
+
+    def __init__(self, field_path: str, message: str, *, reason: str) -> None:
+        super().__init__(field_path, message)
+        self.reason = reason

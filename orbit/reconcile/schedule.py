@@ -29,6 +29,7 @@ from orbit_store.schedules.model import (
 )
 from orbit_store.schedules.queries import get_schedule
 
+from .queue import require_declared_queues
 from .resource import Deletion, InvalidSpec, Outcome, Resource
 
 #: Where a store field lives in the resource (InvalidSpec names the resource's field).
@@ -104,6 +105,7 @@ def validate(resource: Resource) -> None:
 
 def reconcile(conn: sa.Connection, resource: Resource) -> Outcome:
     spec = spec_of(resource)
+    require_declared_queues(conn, resource, FIELD_PATHS["task.queue"], [spec.task.queue])
     with _as_invalid_spec():
         written = declare.declare_schedule(
             conn,

@@ -69,10 +69,19 @@ def test_quota_without_a_limit_is_invalid(kube: Kube, engine: sa.Engine, namespa
     kube.wait_gone(ORBIT, "Quota", namespace, "empty")
 
 
-def test_a_quota_naming_an_undeclared_queue_is_invalid_until_the_queue_exists(
+def test_a_quota_naming_an_undeclared_queue_waits_for_it(
     kube: Kube, engine: sa.Engine, namespace: str
 ) -> None:
+    """Resources applied together arrive in any order: a Quota before its Queue is a temporary
+    condition that says what it waits for, and is retried until the Queue is declared."""
     kube.create(orbit_resource("Quota", namespace, "late", {"queue": "later", "maxWaiting": 5}))
-    obj = kube.wait_ready("Quota", namespace, "late", status="False", reason="InvalidSpec")
-    assert "queue later is not declared" in obj["status"]["conditions"][0]["message"]
+    obj = kube.wait_ready("Quota", namespace, "late", status="False", reason="QueueNotFound")
+    message = obj["status"]["conditions"][0]["message"]
+    assert "waiting for Queue later" in message, message
+    assert "observedGeneration" not in obj["status"]
     assert quota_row(engine, namespace, "late") is None
+
+    kube.create(orbit_resource("Queue", namespace, "later", {}))
+    obj = kube.wait_ready("Quota", namespace, "late")
+    assert obj["status"]["observedGeneration"] == 1
+    assert quota_row(engine, namespace, "late").queue == "later"

@@ -167,3 +167,18 @@ def test_invalid_pool_creates_nothing(kube: Kube, namespace: str) -> None:
     obj = kube.wait_ready("WorkerPool", namespace, "both", status="False", reason="InvalidSpec")
     assert "either replicas or autoscaling.enabled" in obj["status"]["conditions"][0]["message"]
     assert deployment(kube, namespace, "both") is None
+
+
+def test_a_pool_whose_queue_is_not_declared_yet_waits_for_it(kube: Kube, namespace: str) -> None:
+    """A WorkerPool applied before its Queue is not refused: Ready=False says which Queue it
+    waits for, no Deployment is made, and it is retried until the Queue exists."""
+    spec = {"queues": ["orders"], "image": "workers:1", "module": "app.workers:worker"}
+    kube.create(orbit_resource("WorkerPool", namespace, "early", spec))
+
+    obj = kube.wait_ready("WorkerPool", namespace, "early", status="False", reason="QueueNotFound")
+    assert "waiting for Queue orders" in obj["status"]["conditions"][0]["message"]
+    assert deployment(kube, namespace, "early") is None
+
+    kube.create(orbit_resource("Queue", namespace, "orders", {}))
+    kube.wait_ready("WorkerPool", namespace, "early")
+    assert deployment(kube, namespace, "early") is not None
