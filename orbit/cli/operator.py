@@ -51,7 +51,8 @@ def operator(
         typer.Option(
             envvar="ORBIT_OPERATOR_RETRY_SECONDS",
             min=0.1,
-            help="Retry delay while the database is unavailable or a deletion waits.",
+            help="Retry delay while the database is unavailable; the longest wait between "
+            "tries of a resource waiting for its Queue.",
         ),
     ] = 10.0,
     metrics_port: Annotated[

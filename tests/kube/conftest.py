@@ -1,0 +1,327 @@
+"""The `kube` tier: Orbit against a real Kubernetes API server for custom resources
+(k8s.io/apiextensions-apiserver and etcd, started by ``scripts/k8s-api-server``; once per session).
+
+The server judges what an emulator cannot: structural schemas, defaulting, CEL rules, printer
+columns, the status subresource, finalizers and resource versions. It has no core API (Secrets,
+Pods, Deployments, Events, Leases): what needs those stays in tests/operator (KMock).
+
+The first run builds the server (minutes; cached in ~/.cache/orbit). When it cannot be built or
+started the tests fail, never skip, unless ORBIT_SKIP_KUBE_TESTS=1 says to (refused under CI=true).
+The tests run on one xdist process, one after another, sharing the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from orbit_store.db import create_store_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "k8s-api-server"
+ORBIT_CLI = str(Path(sys.executable).with_name("orbit"))
+CRD_DIR = ROOT / "crds"
+SKIP_ENV = "ORBIT_SKIP_KUBE_TESTS"
+ORBIT = "orbit.dev/v1alpha1"
+# Polls return as soon as their condition holds; only a failure waits this long (a loaded CI
+# machine runs two test processes).
+WAIT_SECONDS = 90.0
+# The first build takes minutes; a cached one starts in seconds.
+START_SECONDS = 3600
+
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.kube)
+            item.add_marker(pytest.mark.xdist_group("kube"))
+
+
+def wait_for(what: str, check: Callable[[], T], timeout: float = WAIT_SECONDS) -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except AssertionError as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+        time.sleep(0.1)
+
+
+def kubectl_binary() -> str:
+    local = ROOT / ".tools" / "bin" / "kubectl"  # scripts/ensure-tools
+    found = str(local) if local.exists() else shutil.which("kubectl")
+    if found is None:
+        pytest.fail("kubectl is needed: run scripts/ensure-tools")
+    return found
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The running API server: its kubeconfig, kubectl, and a small HTTP client for polling."""
+
+    kubeconfig: Path
+    server: str
+    pki: Path
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [kubectl_binary(), *args],
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr or done.stdout}")
+        return done
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.server,
+            verify=str(self.pki / "ca.crt"),
+            cert=(str(self.pki / "admin.crt"), str(self.pki / "admin.key")),
+            timeout=30,
+        )
+
+
+def _start(directory: Path) -> Cluster:
+    started = subprocess.run(
+        [str(SCRIPT), "start", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=START_SECONDS,
+    )
+    if started.returncode != 0:
+        pytest.fail(
+            "scripts/k8s-api-server could not build or start the API server; the kube tests "
+            f"cannot run ({SKIP_ENV}=1 skips them on a developer's machine):\n"
+            f"{started.stderr[-4000:]}",
+            pytrace=False,
+        )
+    kubeconfig = directory / "kubeconfig"
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    return Cluster(kubeconfig, server, directory / "pki")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The API server and etcd, with Orbit's CRDs applied server-side and established."""
+    if os.environ.get(SKIP_ENV) == "1":
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{SKIP_ENV}=1 is for developers' machines; CI runs the kube tests")
+        pytest.skip(f"{SKIP_ENV}=1: the real API server tier is skipped")
+    directory = tmp_path_factory.mktemp("k8s-api-server")
+    running = _start(directory)
+    try:
+        running.kubectl("apply", "--server-side", "-f", str(CRD_DIR))
+        running.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield running
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=60)
+
+
+# --- resources ---------------------------------------------------------------------------------
+
+
+def plural_of(kind: str) -> str:
+    return kind.lower() + "s"
+
+
+def resource(kind: str, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": ORBIT,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def path_of(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
+    path = f"/apis/{ORBIT}/namespaces/{namespace}/{plural_of(kind)}"
+    return path + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
+
+
+class Api:
+    """Reads and writes through the server's HTTP API (for polling; tests act with kubectl)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.client = cluster.http()
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        answer = self.client.get(path_of(kind, namespace, name))
+        if answer.status_code == 404:
+            return None
+        answer.raise_for_status()
+        found: dict[str, Any] = answer.json()
+        return found
+
+    def ready(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self.get(kind, namespace, name) or {}
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Ready"), None)
+
+    def wait_ready(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: str = "True",
+        reason: str = "",
+        timeout: float = WAIT_SECONDS,
+    ) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            ready = self.ready(kind, namespace, name)
+            if ready and ready["status"] == status and (not reason or ready["reason"] == reason):
+                return self.get(kind, namespace, name)
+            return None
+
+        return wait_for(f"{kind} {namespace}/{name} Ready={status} {reason}", check, timeout)
+
+    def wait_gone(self, kind: str, namespace: str, name: str) -> None:
+        wait_for(f"{kind} {namespace}/{name} gone", lambda: self.get(kind, namespace, name) is None)
+
+
+@pytest.fixture
+def api(cluster: Cluster) -> Iterator[Api]:
+    client = Api(cluster)
+    yield client
+    client.client.close()
+
+
+def apply(cluster: Cluster, *objects: dict[str, Any], args: tuple[str, ...] = ()) -> str:
+    """`kubectl apply -f -` of the objects; kubectl's output."""
+    stdin = yaml.safe_dump_all(list(objects))
+    return cluster.kubectl("apply", *args, "-f", "-", stdin=stdin).stdout
+
+
+def as_json(done: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(done.stdout)
+
+
+# --- the operator and MariaDB ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def database_url(migrated_database: Callable[[], str]) -> str:
+    """A migrated database of the tier's own: the `orbit server` it runs reaps every
+    namespace."""
+    return migrated_database()
+
+
+@pytest.fixture(scope="session")
+def engine(database_url: str) -> Iterator[sa.Engine]:
+    made = create_store_engine(database_url)
+    yield made
+    made.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Operator:
+    """`orbit operator` as a process, against the cluster's kubeconfig and MariaDB."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    liveness: str
+
+    def alive(self) -> bool:
+        try:
+            return httpx.get(self.liveness, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to finish what it is doing."""
+        self.process.kill()
+        self.process.wait(10)
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start_operator(
+    cluster: Cluster,
+    database_url: str,
+    log: Path,
+    *,
+    resync_seconds: float,
+    retry_seconds: float = 1.0,
+    extra: tuple[str, ...] = (),
+) -> Operator:
+    liveness = f"http://127.0.0.1:{free_port()}/healthz"
+    args = [
+        ORBIT_CLI, "operator", "--database-url", database_url,
+        "--resync-seconds", str(resync_seconds), "--retry-seconds", str(retry_seconds),
+        "--autoscale-seconds", str(resync_seconds), "--metrics-port", "0",
+        "--liveness", liveness, *extra,
+    ]  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ORBIT_LOG_LEVEL": "INFO"}
+    with log.open("ab") as sink:
+        process = subprocess.Popen(args, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
+    operator = Operator(process, log, liveness)
+
+    def up() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the operator exited: {operator.tail()}")
+        return operator.alive()
+
+    try:
+        wait_for("the operator's liveness probe", up)
+    except BaseException:
+        operator.stop()
+        raise
+    return operator
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test shows the end of the log of each operator it used."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and call.when == "call":
+        for name in ("operator", "own_operator"):
+            running = getattr(item, "funcargs", {}).get(name)
+            if isinstance(running, Operator):
+                report.sections.append((f"{name} log (last lines)", running.tail()))

@@ -1,0 +1,195 @@
+"""`orbit operator` against the real API server and MariaDB: create, edit (observedGeneration),
+drift repair, deletion held by the finalizer, a namespace's resources deleted together, and
+resources racing for the same rows. One operator for the module, with a one-second resync.
+
+The server has no namespace controller: deleting a namespace in a cluster deletes each of its
+resources, which is what `kubectl delete orbit --all -n NS` does here.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from orbit_store.db import run_transaction
+from orbit_store.pulse.service import submit
+from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.schema import namespaces, queues, quotas, schedules
+
+from .conftest import Api, Cluster, Operator, apply, resource, start_operator, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    running = start_operator(cluster, database_url, log, resync_seconds=1)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def namespace(operator: Operator) -> str:
+    return f"op-{uuid.uuid4().hex[:10]}"
+
+
+def row(engine: sa.Engine, table: sa.Table, namespace: str, name: str) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(table).where(table.c.namespace == namespace, table.c.name == name)
+        ).one_or_none()
+
+
+def submit_task(engine: sa.Engine, namespace: str, queue: str) -> str:
+    request = SubmitRequest(namespace=namespace, queue=queue, handler="h")
+    return str(run_transaction(engine, functools.partial(submit, request=request)).task_id)
+
+
+def test_create_edit_and_delete_a_queue(
+    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+) -> None:
+    apply(cluster, resource("Queue", namespace, "payments", {"priority": -5}))
+    obj = api.wait_ready("Queue", namespace, "payments")
+    assert row(engine, queues, namespace, "payments").priority == -5
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
+    assert "orbit.dev/finalizer" in obj["metadata"]["finalizers"]
+    shown = cluster.kubectl("-n", namespace, "get", "oq", "payments").stdout.splitlines()
+    assert shown[1].split()[1:5] == ["0", "0", "false", "True"]  # WAITING RUNNING PAUSED READY
+
+    cluster.kubectl(
+        "-n", namespace, "patch", "queue", "payments", "--type=merge",
+        "-p", '{"spec":{"priority":7,"leaseSeconds":90}}',
+    )  # fmt: skip
+    obj = wait_for(
+        "observedGeneration 2",
+        lambda: (
+            (o := api.get("Queue", namespace, "payments"))
+            and o["status"].get("observedGeneration") == 2
+            and o
+        ),
+    )
+    assert obj["metadata"]["generation"] == 2
+    ready = api.ready("Queue", namespace, "payments") or {}
+    assert (ready["status"], ready["observedGeneration"]) == ("True", 2)
+    stored = row(engine, queues, namespace, "payments")
+    assert (stored.priority, stored.lease_seconds, stored.spec_generation) == (7, 90, 2)
+
+    cluster.kubectl("-n", namespace, "delete", "queue", "payments", "--timeout=60s")
+    assert api.get("Queue", namespace, "payments") is None
+    assert row(engine, queues, namespace, "payments") is None
+
+
+def test_drift_in_mysql_is_repaired_from_the_resource(
+    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+) -> None:
+    apply(
+        cluster,
+        resource("Queue", namespace, "q", {"priority": 3}),
+        resource("Quota", namespace, "limits", {"queue": "q", "maxWaiting": 10}),
+    )
+    api.wait_ready("Queue", namespace, "q")
+    api.wait_ready("Quota", namespace, "limits")
+
+    with engine.begin() as conn:  # someone edits and deletes rows by hand
+        conn.execute(
+            queues.update()
+            .where(queues.c.namespace == namespace, queues.c.name == "q")
+            .values(priority=99)
+        )
+        conn.execute(
+            quotas.delete().where(quotas.c.namespace == namespace, quotas.c.name == "limits")
+        )
+
+    wait_for("queue repaired", lambda: row(engine, queues, namespace, "q").priority == 3)
+    repaired = wait_for("quota back", lambda: row(engine, quotas, namespace, "limits"))
+    assert repaired.max_waiting == 10
+
+
+def test_a_deletion_waits_for_unfinished_tasks_under_its_finalizer(
+    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+) -> None:
+    apply(cluster, resource("Queue", namespace, "q", {"deletionPolicy": "Block"}))
+    api.wait_ready("Queue", namespace, "q")
+    submit_task(engine, namespace, "q")
+
+    cluster.kubectl("-n", namespace, "delete", "queue", "q", "--wait=false")
+    held = api.wait_ready("Queue", namespace, "q", status="False", reason="HasUnfinishedTasks")
+    assert held["metadata"]["deletionTimestamp"]
+    assert "1 unfinished tasks (1 waiting" in held["status"]["conditions"][0]["message"]
+    assert row(engine, queues, namespace, "q") is not None
+
+    # Editing a resource being deleted still works on a real server: Cancel lets it go.
+    cluster.kubectl(
+        "-n", namespace, "patch", "queue", "q", "--type=merge",
+        "-p", '{"spec":{"deletionPolicy":"Cancel"}}',
+    )  # fmt: skip
+    api.wait_gone("Queue", namespace, "q")
+    assert row(engine, queues, namespace, "q") is None
+
+
+def test_deleting_everything_in_a_namespace_removes_its_rows(
+    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+) -> None:
+    apply(
+        cluster,
+        resource("Queue", namespace, "q", {}),
+        resource("Quota", namespace, "limits", {"queue": "q", "maxRunning": 2}),
+        resource(
+            "Schedule", namespace, "tick", {"schedule": "@hourly", "taskTemplate": {"handler": "h"}}
+        ),
+    )
+    for kind, name in (("Queue", "q"), ("Quota", "limits"), ("Schedule", "tick")):
+        api.wait_ready(kind, namespace, name)
+
+    # What the namespace controller does when the namespace is deleted.
+    cluster.kubectl("-n", namespace, "delete", "orbit", "--all", "--timeout=60s")
+
+    for kind, name in (("Queue", "q"), ("Quota", "limits"), ("Schedule", "tick")):
+        assert api.get(kind, namespace, name) is None
+    assert row(engine, queues, namespace, "q") is None
+    assert row(engine, quotas, namespace, "limits") is None
+    assert row(engine, schedules, namespace, "tick") is None
+
+
+def test_resources_racing_for_the_same_rows_all_take_effect(
+    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+) -> None:
+    """Two Quotas on one queue, applied together with the Queue into a namespace MySQL does not
+    know yet: the operator reconciles them concurrently, each creating the namespace's row and
+    counting the queue's tasks under the same locks. Every one ends in effect, once."""
+    quota = {"queue": "q", "maxWaiting": 100}
+    apply(
+        cluster,
+        resource("Quota", namespace, "first", quota),
+        resource("Quota", namespace, "second", {**quota, "maxRunning": 5}),
+        resource("Queue", namespace, "q", {}),
+        resource("Quota", namespace, "everything", {"maxWaiting": 1000}),
+    )
+    for name in ("first", "second", "everything"):
+        api.wait_ready("Quota", namespace, name)
+    with engine.connect() as conn:
+        assert (
+            conn.execute(
+                sa.select(sa.func.count()).where(namespaces.c.name == namespace)
+            ).scalar_one()
+            == 1
+        )
+        declared = conn.execute(
+            sa.select(quotas.c.name, quotas.c.queue).where(quotas.c.namespace == namespace)
+        ).all()
+    assert sorted(declared) == [("everything", "*"), ("first", "q"), ("second", "q")]
+    # Both quotas on q count the task submitted now, once each.
+    submit_task(engine, namespace, "q")
+    counted = {
+        name: row(engine, quotas, namespace, name).waiting
+        for name in ("first", "second", "everything")
+    }
+    assert counted == {"first": 1, "second": 1, "everything": 1}
