@@ -1,7 +1,9 @@
 """The CustomResourceDefinitions, their examples, the refused manifests and the operator's RBAC.
 
-No cluster here: CRDs are checked with kubernetes-validate, custom resources with crd_schema (which
-defaults, validates and evaluates CEL rules as the API server would).
+Offline and fast: CRDs are checked with kubernetes-validate, custom resources with crd_schema (which
+defaults, validates and evaluates CEL rules as the API server would; the operator and `orbit
+apply` admit with it). The real API server judges the same CRDs and manifests, and holds
+crd_schema to its verdicts, in tests/kube/test_api_server.py.
 """
 
 from __future__ import annotations

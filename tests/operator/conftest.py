@@ -4,6 +4,12 @@ KopfRunner's thread against MariaDB, once per session. Each test works in its ow
 its rows in the shared database are its own. Tests drive the API over HTTP as kubectl would and
 assert by polling with a deadline.
 
+What the emulator is not: it stores objects without Kubernetes' schema, defaulting, CEL or
+admission checks and runs no controllers (a Deployment gets no pods; tests set their status). The
+operator's own admission is what refuses bad specs here. tests/kube runs the operator against a
+real API server for custom resources; this tier stays for what that server cannot serve: Secrets
+(Credential), Deployments (WorkerPool), pods (registration) and Events.
+
 Set ORBIT_TEST_OPERATOR_LOG=PATH to keep Kopf's verbose log of the session. A failing test
 shows the operator's last log lines (INFO and up) beside its own output.
 """
