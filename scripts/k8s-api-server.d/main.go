@@ -6,8 +6,9 @@
 //
 // The library's own main expects a kube-apiserver beside it. This one stands
 // in for the parts clients need before they reach a custom resource:
-//   - /apis lists every established CRD's group (kube-apiserver's aggregator
-//     does this; Kopf reports resources "unresolved" without it);
+//   - /apis lists apiextensions.k8s.io and every established CRD's group
+//     (kube-apiserver's aggregator does this, so the library serves no /apis;
+//     kubectl and Kopf find no custom resource without it);
 //   - /api and /api/v1 list namespaces, for discovery only (Kopf waits for
 //     them even when it watches all namespaces); no core object is served;
 //   - the informers the server keeps for core types (Services for conversion
@@ -24,7 +25,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"sort"
@@ -180,34 +180,29 @@ func withDiscovery(next http.Handler, crds func() []*apiextensionsv1.CustomResou
 				}},
 			})
 		case "/apis":
-			if strings.Contains(r.Header.Get("Accept"), "apidiscovery.k8s.io") {
-				next.ServeHTTP(w, r) // the aggregated document lists CRD groups already
-				return
-			}
-			serveGroups(w, r, next, crds())
+			// The plain list, whatever the Accept header: clients that ask for the
+			// aggregated document fall back to it.
+			writeJSON(w, groups(crds()))
 		default:
 			next.ServeHTTP(w, r)
 		}
 	})
 }
 
-// serveGroups is the server's own /apis list plus every established CRD's group.
-func serveGroups(w http.ResponseWriter, r *http.Request, next http.Handler, crds []*apiextensionsv1.CustomResourceDefinition) {
-	own := httptest.NewRecorder()
-	next.ServeHTTP(own, r)
-	var list metav1.APIGroupList
-	if own.Code != http.StatusOK || json.Unmarshal(own.Body.Bytes(), &list) != nil {
-		w.WriteHeader(own.Code)
-		_, _ = w.Write(own.Body.Bytes())
-		return
-	}
-	listed := map[string]bool{}
-	for _, g := range list.Groups {
-		listed[g.Name] = true
+// groups is the /apis list: this server's own group and every established CRD's.
+func groups(crds []*apiextensionsv1.CustomResourceDefinition) *metav1.APIGroupList {
+	own := apiextensionsv1.SchemeGroupVersion
+	list := &metav1.APIGroupList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"},
+		Groups: []metav1.APIGroup{{
+			Name:             own.Group,
+			Versions:         []metav1.GroupVersionForDiscovery{{GroupVersion: own.String(), Version: own.Version}},
+			PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: own.String(), Version: own.Version},
+		}},
 	}
 	versions := map[string]map[string]bool{}
 	for _, crd := range crds {
-		if listed[crd.Spec.Group] || !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
 			continue
 		}
 		for _, v := range crd.Spec.Versions {
@@ -219,25 +214,27 @@ func serveGroups(w http.ResponseWriter, r *http.Request, next http.Handler, crds
 			}
 		}
 	}
-	groups := make([]string, 0, len(versions))
+	names := make([]string, 0, len(versions))
 	for group := range versions {
-		groups = append(groups, group)
+		names = append(names, group)
 	}
-	sort.Strings(groups)
-	for _, group := range groups {
-		names := make([]string, 0, len(versions[group]))
+	sort.Strings(names)
+	for _, group := range names {
+		served := make([]string, 0, len(versions[group]))
 		for v := range versions[group] {
-			names = append(names, v)
+			served = append(served, v)
 		}
-		sort.Slice(names, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(names[i], names[j]) > 0 })
+		sort.Slice(served, func(i, j int) bool {
+			return version.CompareKubeAwareVersionStrings(served[i], served[j]) > 0
+		})
 		g := metav1.APIGroup{Name: group}
-		for _, v := range names {
+		for _, v := range served {
 			g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: group + "/" + v, Version: v})
 		}
 		g.PreferredVersion = g.Versions[0]
 		list.Groups = append(list.Groups, g)
 	}
-	writeJSON(w, &list)
+	return list
 }
 
 func writeJSON(w http.ResponseWriter, body any) {
