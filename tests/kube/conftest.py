@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -104,12 +105,9 @@ class Cluster:
         return done
 
     def http(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.server,
-            verify=str(self.pki / "ca.crt"),
-            cert=(str(self.pki / "admin.crt"), str(self.pki / "admin.key")),
-            timeout=30,
-        )
+        tls = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        tls.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return httpx.Client(base_url=self.server, verify=tls, timeout=30)
 
 
 def _start(directory: Path) -> Cluster:

@@ -217,7 +217,9 @@ def status_for_columns(kind: str) -> dict[str, Any]:
     for name, node in schema["properties"].items():
         if name in status:
             continue
-        if node.get("format") == "date-time":
+        if "enum" in node:
+            status[name] = node["enum"][0]
+        elif node.get("format") == "date-time":
             status[name] = "2026-01-01T00:00:00Z"
         elif node.get("type") in ("integer", "number"):
             status[name] = 7

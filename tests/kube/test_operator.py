@@ -8,7 +8,6 @@ resources, which is what `kubectl delete orbit --all -n NS` does here.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.db import run_transaction
 from orbit_store.pulse.service import submit
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import namespaces, queues, quotas, schedules
@@ -49,8 +47,7 @@ def row(engine: sa.Engine, table: sa.Table, namespace: str, name: str) -> Any:
 
 
 def submit_task(engine: sa.Engine, namespace: str, queue: str) -> str:
-    request = SubmitRequest(namespace=namespace, queue=queue, handler="h")
-    return str(run_transaction(engine, functools.partial(submit, request=request)).task_id)
+    return str(submit(engine, SubmitRequest(namespace=namespace, queue=queue, handler="h")).task_id)
 
 
 def test_create_edit_and_delete_a_queue(
