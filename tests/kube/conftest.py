@@ -12,24 +12,25 @@ The tests run on one xdist process, one after another, sharing the server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
 import yaml
+from own_mariadb import free_port
+from polling import WAIT_SECONDS, wait_for
 
 from orbit_store.db import create_store_engine
 
@@ -39,38 +40,17 @@ ORBIT_CLI = str(Path(sys.executable).with_name("orbit"))
 CRD_DIR = ROOT / "crds"
 SKIP_ENV = "ORBIT_SKIP_KUBE_TESTS"
 ORBIT = "orbit.dev/v1alpha1"
-# Polls return as soon as their condition holds; only a failure waits this long (a loaded CI
-# machine runs two test processes).
-WAIT_SECONDS = 90.0
 # The first build takes minutes; a cached one starts in seconds.
 START_SECONDS = 3600
 
-T = TypeVar("T")
 
-
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.kube)
             item.add_marker(pytest.mark.xdist_group("kube"))
-
-
-def wait_for(what: str, check: Callable[[], T], timeout: float = WAIT_SECONDS) -> T:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = check()
-        except AssertionError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
-        time.sleep(0.1)
 
 
 def kubectl_binary() -> str:
@@ -144,6 +124,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield running
     finally:
         subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=60)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def emptied_after_the_module(cluster: Cluster) -> Iterator[None]:
+    """What a module leaves in the cluster is deleted after it (and after its operator, whose
+    finalizers are taken off): the next module's operator starts on an empty cluster."""
+    yield
+    with cluster.http() as http:
+        for crd in CRD_DIR.glob("*.yaml"):
+            plural = yaml.safe_load(crd.read_text())["spec"]["names"]["plural"]
+            for item in http.get(f"/apis/{ORBIT}/{plural}").json().get("items", []):
+                meta = item["metadata"]
+                path = f"/apis/{ORBIT}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
+                if meta.get("finalizers"):
+                    http.patch(
+                        path,
+                        json={"metadata": {"finalizers": None}},
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    )
+                http.delete(path)
 
 
 # --- resources ---------------------------------------------------------------------------------
@@ -241,12 +241,6 @@ def engine(database_url: str) -> Iterator[sa.Engine]:
     made.dispose()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Operator:
     """`orbit operator` as a process, against the cluster's kubeconfig and MariaDB."""
@@ -277,6 +271,15 @@ class Operator:
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def troubles(self, lines: int = 40) -> str:
+        """The last warnings and errors of the log."""
+        found = [
+            line
+            for line in self.log.read_text(errors="replace").splitlines()
+            if '"level": "warning"' in line or '"level": "error"' in line
+        ]
+        return "\n".join(found[-lines:])
 
 
 def start_operator(
@@ -313,6 +316,21 @@ def start_operator(
     return operator
 
 
+@contextlib.contextmanager
+def operator_running(
+    cluster: Cluster,
+    database_url: str,
+    factory: pytest.TempPathFactory,
+    **options: Any,
+) -> Iterator[Operator]:
+    """An operator for a module's tests (stopped after them), its log in a folder of its own."""
+    running = start_operator(cluster, database_url, factory.mktemp("operator") / "log", **options)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """A failing test shows the end of the log of each operator it used."""
@@ -322,4 +340,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for name in ("operator", "own_operator"):
             running = getattr(item, "funcargs", {}).get(name)
             if isinstance(running, Operator):
+                report.sections.append((f"{name} log: warnings and errors", running.troubles()))
                 report.sections.append((f"{name} log (last lines)", running.tail()))

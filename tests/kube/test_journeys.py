@@ -23,7 +23,7 @@ from e2e.conftest import Server, make_tenant, start_server, stop_server
 
 from orbit_sdk import Client
 
-from .conftest import Api, Cluster, Operator, resource, start_operator, wait_for
+from .conftest import Api, Cluster, Operator, operator_running, resource, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "examples" / "manifests" / "workflowdefinition-order.yaml"
@@ -35,10 +35,8 @@ pytestmark = pytest.mark.slow
 def operator(
     cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
-    log = tmp_path_factory.mktemp("journeys") / "operator.log"
-    running = start_operator(cluster, database_url, log, resync_seconds=2)
-    yield running
-    running.stop()
+    with operator_running(cluster, database_url, tmp_path_factory, resync_seconds=2) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

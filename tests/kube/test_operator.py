@@ -19,7 +19,7 @@ from orbit_store.pulse.service import submit
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import namespaces, queues, quotas, schedules
 
-from .conftest import Api, Cluster, Operator, apply, resource, start_operator, wait_for
+from .conftest import Api, Cluster, Operator, apply, operator_running, resource, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +28,8 @@ pytestmark = pytest.mark.slow
 def operator(
     cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    running = start_operator(cluster, database_url, log, resync_seconds=1)
-    yield running
-    running.stop()
+    with operator_running(cluster, database_url, tmp_path_factory, resync_seconds=1) as running:
+        yield running
 
 
 @pytest.fixture

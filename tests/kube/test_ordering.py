@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import Api, Cluster, Operator, start_operator, wait_for
+from .conftest import Api, Cluster, Operator, operator_running, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "manifests"
@@ -33,10 +33,9 @@ def own_operator(
     cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
     """An operator whose resync is too slow to hide a missing retry."""
-    log = tmp_path_factory.mktemp("ordering") / "operator.log"
-    running = start_operator(cluster, database_url, log, resync_seconds=600, retry_seconds=10)
-    yield running
-    running.stop()
+    slow = {"resync_seconds": 600, "retry_seconds": 10}
+    with operator_running(cluster, database_url, tmp_path_factory, **slow) as running:
+        yield running
 
 
 def examples_in(namespace: str, folder: Path) -> dict[str, str]:

@@ -19,13 +19,11 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import socket
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import kopf
@@ -34,6 +32,8 @@ import sqlalchemy as sa
 import yaml
 from kopf.testing import KopfRunner
 from kube_emulator import EmulatorThread
+from own_mariadb import free_port
+from polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "crds"
@@ -43,36 +43,8 @@ ORBIT = "orbit.dev/v1alpha1"
 RESYNC_SECONDS = "1"
 RETRY_SECONDS = "1"
 SERVER_URL = "http://orbit.test:8080"
-# A deadline generous enough for a loaded CI machine (two test processes beside a chaos run):
-# polls return as soon as the condition holds, so only a failure waits this long.
-WAIT_SECONDS = 90.0
 OPERATOR_LOG_TAIL = 80
 OPERATOR_LOGGERS = ("kopf", "orbit_operator", "orbit")
-
-T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, check: Callable[[], T], timeout: float = WAIT_SECONDS) -> T:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = check()
-        except AssertionError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
-        time.sleep(0.1)
 
 
 def plural_of(kind: str) -> str:
@@ -206,6 +178,7 @@ class Running:
 RUNNING = Running()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``pytest -n`` (xdist, ``--dist loadgroup``) the operator tests run on one process,
     one after another: the emulator and the operator are shared by them and stopped when the
