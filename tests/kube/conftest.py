@@ -20,6 +20,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,10 @@ import httpx
 import pytest
 import sqlalchemy as sa
 import yaml
+from kube_client import ORBIT, Kube, path_of, plural_of
+from kube_client import orbit_resource as orbit_resource
 from own_mariadb import free_port
-from polling import WAIT_SECONDS, wait_for
+from polling import wait_for
 
 from orbit_store.db import create_store_engine
 
@@ -39,7 +42,6 @@ SCRIPT = ROOT / "scripts" / "k8s-api-server"
 ORBIT_CLI = str(Path(sys.executable).with_name("orbit"))
 CRD_DIR = ROOT / "crds"
 SKIP_ENV = "ORBIT_SKIP_KUBE_TESTS"
-ORBIT = "orbit.dev/v1alpha1"
 # The first build takes minutes; a cached one starts in seconds.
 START_SECONDS = 3600
 
@@ -84,10 +86,14 @@ class Cluster:
             raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr or done.stdout}")
         return done
 
+    def tls(self) -> ssl.SSLContext:
+        """The server's CA and the admin's client certificate."""
+        context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        context.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return context
+
     def http(self) -> httpx.Client:
-        tls = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
-        tls.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
-        return httpx.Client(base_url=self.server, verify=tls, timeout=30)
+        return httpx.Client(base_url=self.server, verify=self.tls(), timeout=30)
 
 
 def _start(directory: Path) -> Cluster:
@@ -149,69 +155,21 @@ def emptied_after_the_module(cluster: Cluster) -> Iterator[None]:
 # --- resources ---------------------------------------------------------------------------------
 
 
-def plural_of(kind: str) -> str:
-    return kind.lower() + "s"
-
-
-def resource(kind: str, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": ORBIT,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def path_of(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
-    path = f"/apis/{ORBIT}/namespaces/{namespace}/{plural_of(kind)}"
-    return path + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
-
-
-class Api:
-    """Reads and writes through the server's HTTP API (for polling; tests act with kubectl)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.client = cluster.http()
-
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        answer = self.client.get(path_of(kind, namespace, name))
-        if answer.status_code == 404:
-            return None
-        answer.raise_for_status()
-        found: dict[str, Any] = answer.json()
-        return found
-
-    def ready(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        obj = self.get(kind, namespace, name) or {}
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c["type"] == "Ready"), None)
-
-    def wait_ready(
-        self,
-        kind: str,
-        namespace: str,
-        name: str,
-        status: str = "True",
-        reason: str = "",
-        timeout: float = WAIT_SECONDS,
-    ) -> dict[str, Any]:
-        def check() -> dict[str, Any] | None:
-            ready = self.ready(kind, namespace, name)
-            if ready and ready["status"] == status and (not reason or ready["reason"] == reason):
-                return self.get(kind, namespace, name)
-            return None
-
-        return wait_for(f"{kind} {namespace}/{name} Ready={status} {reason}", check, timeout)
-
-    def wait_gone(self, kind: str, namespace: str, name: str) -> None:
-        wait_for(f"{kind} {namespace}/{name} gone", lambda: self.get(kind, namespace, name) is None)
+def orbit_path(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
+    return path_of(ORBIT, plural_of(kind), namespace, name, sub)
 
 
 @pytest.fixture
-def api(cluster: Cluster) -> Iterator[Api]:
-    client = Api(cluster)
+def api(cluster: Cluster) -> Iterator[Kube]:
+    """The server's HTTP API as the admin (no operator running)."""
+    client = Kube(cluster.server, verify=cluster.tls())
     yield client
-    client.client.close()
+    client.http.close()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"op-{uuid.uuid4().hex[:10]}"
 
 
 def apply(cluster: Cluster, *objects: dict[str, Any], args: tuple[str, ...] = ()) -> str:
@@ -342,3 +300,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             if isinstance(running, Operator):
                 report.sections.append((f"{name} log: warnings and errors", running.troubles()))
                 report.sections.append((f"{name} log (last lines)", running.tail()))
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    """The operator a module's tests share: resync and retries every second."""
+    with operator_running(cluster, database_url, tmp_path_factory, resync_seconds=1) as running:
+        yield running
+
+
+@pytest.fixture
+def kube(cluster: Cluster, operator: Operator) -> Iterator[Kube]:
+    """The server's HTTP API, with the operator running."""
+    client = Kube(cluster.server, verify=cluster.tls())
+    yield client
+    client.http.close()

@@ -19,7 +19,7 @@ import yaml
 
 from orbit.reconcile.admission import admit, cel_rules, crds, load_yaml_documents, schema_of
 
-from .conftest import ORBIT, Api, Cluster, apply, as_json, path_of, plural_of, resource
+from .conftest import ORBIT, Cluster, Kube, apply, as_json, orbit_path, orbit_resource, plural_of
 from .violations import violations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,11 +42,11 @@ def example_of(kind: str) -> dict[str, Any]:
     return doc
 
 
-def dry_run(api: Api, manifest: dict[str, Any]) -> tuple[int, str]:
+def dry_run(api: Kube, manifest: dict[str, Any]) -> tuple[int, str]:
     """POST with dryRun and strict field validation (as kubectl apply does): status, message."""
     meta = manifest["metadata"]
-    answer = api.client.post(
-        path_of(manifest["kind"], meta["namespace"]),
+    answer = api.http.post(
+        orbit_path(manifest["kind"], meta["namespace"]),
         params={"dryRun": "All", "fieldValidation": "Strict"},
         json=manifest,
     )
@@ -87,10 +87,10 @@ def test_kubectl_explain_shows_the_field_descriptions(cluster: Cluster) -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
-def test_example_is_accepted_and_defaulted_as_orbit_defaults_it(api: Api, path: Path) -> None:
+def test_example_is_accepted_and_defaulted_as_orbit_defaults_it(api: Kube, path: Path) -> None:
     (doc,) = load_yaml_documents(path)
-    answer = api.client.post(
-        path_of(doc["kind"], doc["metadata"]["namespace"]),
+    answer = api.http.post(
+        orbit_path(doc["kind"], doc["metadata"]["namespace"]),
         params={"dryRun": "All", "fieldValidation": "Strict"},
         json=doc,
     )
@@ -106,17 +106,17 @@ def test_every_example_applies_with_kubectl_as_one_folder(cluster: Cluster) -> N
     assert out.stdout.count("(server dry run)") == len(EXAMPLES), out.stdout
 
 
-def test_a_queue_without_spec_gets_the_documented_defaults(cluster: Cluster, api: Api) -> None:
+def test_a_queue_without_spec_gets_the_documented_defaults(cluster: Cluster, api: Kube) -> None:
     namespace = f"defaults-{uuid.uuid4().hex[:8]}"
-    apply(cluster, resource("Queue", namespace, "bare", {}))
-    spec = (api.get("Queue", namespace, "bare") or {})["spec"]
+    apply(cluster, orbit_resource("Queue", namespace, "bare", {}))
+    spec = (api.orbit("Queue", namespace, "bare") or {})["spec"]
     assert spec["retry"] == {
         "maxAttempts": 3,
         "backoff": {"initialSeconds": 1, "maxSeconds": 300, "multiplier": 2.0},
     }
     assert (spec["priority"], spec["leaseSeconds"], spec["safetyDefault"]) == (0, 30, "safe")
     assert (spec["paused"], spec["deletionPolicy"]) == (False, "Block")
-    assert spec == admit(resource("Queue", namespace, "bare", {}))[0]["spec"]
+    assert spec == admit(orbit_resource("Queue", namespace, "bare", {}))[0]["spec"]
 
 
 # --- what the server refuses -------------------------------------------------------------------
@@ -152,7 +152,7 @@ GENERATED = generated_violations()
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_schema_constraint_breaks_refused_by_server_and_offline(api: Api, kind: str) -> None:
+def test_every_schema_constraint_breaks_refused_by_server_and_offline(api: Kube, kind: str) -> None:
     """Each constraint of the schema that the example's values are under, broken one at a time:
     the server refuses it naming the field, and the offline admission refuses it too."""
     cases = [v for k, v in GENERATED if k == kind]
@@ -179,7 +179,7 @@ def refused_examples() -> list[tuple[dict[str, Any], str]]:
     return found
 
 
-def test_every_cel_rule_has_an_example_the_server_refuses_with_its_message(api: Api) -> None:
+def test_every_cel_rule_has_an_example_the_server_refuses_with_its_message(api: Kube) -> None:
     """x-kubernetes-validations: each rule of each CRD is what refuses at least one manifest."""
     messages = []
     for manifest, name in refused_examples():
@@ -232,7 +232,7 @@ def status_for_columns(kind: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_printer_columns_show_the_status_as_documented(
-    cluster: Cluster, api: Api, kind: str
+    cluster: Cluster, api: Kube, kind: str
 ) -> None:
     namespace = f"columns-{uuid.uuid4().hex[:8]}"
     manifest = example_of(kind)
@@ -240,8 +240,8 @@ def test_printer_columns_show_the_status_as_documented(
     apply(cluster, manifest)
     name = manifest["metadata"]["name"]
     status = status_for_columns(kind)
-    answer = api.client.patch(
-        path_of(kind, namespace, name, "status"),
+    answer = api.http.patch(
+        orbit_path(kind, namespace, name, "status"),
         json={"status": status},
         headers={"Content-Type": "application/merge-patch+json"},
     )
@@ -256,47 +256,47 @@ def test_printer_columns_show_the_status_as_documented(
 
 
 def test_status_is_a_subresource_and_spec_changes_move_the_generation(
-    cluster: Cluster, api: Api
+    cluster: Cluster, api: Kube
 ) -> None:
     """Status written through /status does not move metadata.generation and a spec write
     cannot change it; a spec change moves the generation (what observedGeneration follows)."""
     namespace = f"status-{uuid.uuid4().hex[:8]}"
-    apply(cluster, resource("Queue", namespace, "q", {"priority": 1}))
-    first = api.get("Queue", namespace, "q") or {}
+    apply(cluster, orbit_resource("Queue", namespace, "q", {"priority": 1}))
+    first = api.orbit("Queue", namespace, "q") or {}
     assert first["metadata"]["generation"] == 1 and "status" not in first
 
-    patched = api.client.patch(
-        path_of("Queue", namespace, "q", "status"),
+    patched = api.http.patch(
+        orbit_path("Queue", namespace, "q", "status"),
         json={"status": {"observedGeneration": 1, "waiting": 3}},
         headers={"Content-Type": "application/merge-patch+json"},
     ).json()
     assert patched["status"]["waiting"] == 3 and patched["metadata"]["generation"] == 1
 
     # A write of the main resource ignores status.
-    api.client.patch(
-        path_of("Queue", namespace, "q"),
+    api.http.patch(
+        orbit_path("Queue", namespace, "q"),
         json={"status": {"waiting": 99}, "metadata": {"labels": {"team": "x"}}},
         headers={"Content-Type": "application/merge-patch+json"},
     ).raise_for_status()
-    kept = api.get("Queue", namespace, "q") or {}
+    kept = api.orbit("Queue", namespace, "q") or {}
     assert kept["status"]["waiting"] == 3 and kept["metadata"]["generation"] == 1
 
     cluster.kubectl(
         "-n", namespace, "patch", "queue", "q", "--type=merge", "-p", '{"spec":{"priority":2}}'
     )
-    moved = api.get("Queue", namespace, "q") or {}
+    moved = api.orbit("Queue", namespace, "q") or {}
     assert moved["metadata"]["generation"] == 2 and moved["status"]["waiting"] == 3
 
 
 def test_a_finalizer_keeps_a_deleted_resource_until_it_is_removed(
-    cluster: Cluster, api: Api
+    cluster: Cluster, api: Kube
 ) -> None:
     namespace = f"finalizer-{uuid.uuid4().hex[:8]}"
-    queue = resource("Queue", namespace, "q", {})
+    queue = orbit_resource("Queue", namespace, "q", {})
     queue["metadata"]["finalizers"] = ["orbit.dev/finalizer"]
     apply(cluster, queue)
     cluster.kubectl("-n", namespace, "delete", "queue", "q", "--wait=false")
-    marked = api.get("Queue", namespace, "q") or {}
+    marked = api.orbit("Queue", namespace, "q") or {}
     assert marked["metadata"].get("deletionTimestamp")
     cluster.kubectl(
         "-n",
@@ -308,7 +308,7 @@ def test_a_finalizer_keeps_a_deleted_resource_until_it_is_removed(
         "-p",
         '{"metadata":{"finalizers":null}}',
     )
-    api.wait_gone("Queue", namespace, "q")
+    api.wait_gone(ORBIT, "Queue", namespace, "q")
 
 
 def test_yaml_of_every_example_round_trips_through_the_server(cluster: Cluster) -> None:

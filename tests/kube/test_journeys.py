@@ -23,20 +23,12 @@ from e2e.conftest import Server, make_tenant, start_server, stop_server
 
 from orbit_sdk import Client
 
-from .conftest import Api, Cluster, Operator, operator_running, resource, wait_for
+from .conftest import Cluster, Kube, Operator, orbit_resource, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "examples" / "manifests" / "workflowdefinition-order.yaml"
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def operator(
-    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    with operator_running(cluster, database_url, tmp_path_factory, resync_seconds=2) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +42,11 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def test_a_schedule_applied_with_kubectl_fires_on_time_and_a_worker_runs_it(
-    cluster: Cluster, api: Api, engine: sa.Engine, operator: Operator, server: Server
+    cluster: Cluster, api: Kube, engine: sa.Engine, operator: Operator, server: Server
 ) -> None:
     tenant = make_tenant(server, engine, ["submit", "work", "review"])
     namespace = tenant.namespace
-    schedule = resource(
+    schedule = orbit_resource(
         "Schedule",
         namespace,
         "heartbeat",
@@ -73,7 +65,7 @@ def test_a_schedule_applied_with_kubectl_fires_on_time_and_a_worker_runs_it(
         with Client(server.url, token=tenant.token) as client:
 
             def three_ran() -> list[dict[str, object]] | None:
-                status = (api.get("Schedule", namespace, "heartbeat") or {})["status"]
+                status = (api.orbit("Schedule", namespace, "heartbeat") or {})["status"]
                 done = [
                     o
                     for o in status.get("recentOccurrences", [])
@@ -87,7 +79,7 @@ def test_a_schedule_applied_with_kubectl_fires_on_time_and_a_worker_runs_it(
         worker.kill()
         worker.wait(10)
     assert task.result["echo"] == {"from": "kubectl"}
-    status = (api.get("Schedule", namespace, "heartbeat") or {})["status"]
+    status = (api.orbit("Schedule", namespace, "heartbeat") or {})["status"]
     occurrences = status["recentOccurrences"]
     # On time: every instant fired (none missed, skipped or merged), each once.
     assert [(o["status"], o["instants"]) for o in occurrences] == [("FIRED", 1)] * len(
@@ -102,7 +94,7 @@ def test_a_schedule_applied_with_kubectl_fires_on_time_and_a_worker_runs_it(
 
 
 def test_a_workflow_definition_applied_with_kubectl_runs_a_workflow_to_completion(
-    cluster: Cluster, api: Api, engine: sa.Engine, operator: Operator, server: Server
+    cluster: Cluster, api: Kube, engine: sa.Engine, operator: Operator, server: Server
 ) -> None:
     tenant = make_tenant(server, engine, ["admin"])
     namespace = tenant.namespace

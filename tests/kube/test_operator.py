@@ -8,8 +8,6 @@ resources, which is what `kubectl delete orbit --all -n NS` does here.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,22 +17,9 @@ from orbit_store.pulse.service import submit
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import namespaces, queues, quotas, schedules
 
-from .conftest import Api, Cluster, Operator, apply, operator_running, resource, wait_for
+from .conftest import ORBIT, Cluster, Kube, apply, orbit_resource, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def operator(
-    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    with operator_running(cluster, database_url, tmp_path_factory, resync_seconds=1) as running:
-        yield running
-
-
-@pytest.fixture
-def namespace(operator: Operator) -> str:
-    return f"op-{uuid.uuid4().hex[:10]}"
 
 
 def row(engine: sa.Engine, table: sa.Table, namespace: str, name: str) -> Any:
@@ -49,10 +34,10 @@ def submit_task(engine: sa.Engine, namespace: str, queue: str) -> str:
 
 
 def test_create_edit_and_delete_a_queue(
-    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+    cluster: Cluster, kube: Kube, engine: sa.Engine, namespace: str
 ) -> None:
-    apply(cluster, resource("Queue", namespace, "payments", {"priority": -5}))
-    obj = api.wait_ready("Queue", namespace, "payments")
+    apply(cluster, orbit_resource("Queue", namespace, "payments", {"priority": -5}))
+    obj = kube.wait_ready("Queue", namespace, "payments")
     assert row(engine, queues, namespace, "payments").priority == -5
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
     assert "orbit.dev/finalizer" in obj["metadata"]["finalizers"]
@@ -66,32 +51,32 @@ def test_create_edit_and_delete_a_queue(
     obj = wait_for(
         "observedGeneration 2",
         lambda: (
-            (o := api.get("Queue", namespace, "payments"))
+            (o := kube.orbit("Queue", namespace, "payments"))
             and o["status"].get("observedGeneration") == 2
             and o
         ),
     )
     assert obj["metadata"]["generation"] == 2
-    ready = api.ready("Queue", namespace, "payments") or {}
+    ready = kube.ready("Queue", namespace, "payments") or {}
     assert (ready["status"], ready["observedGeneration"]) == ("True", 2)
     stored = row(engine, queues, namespace, "payments")
     assert (stored.priority, stored.lease_seconds, stored.spec_generation) == (7, 90, 2)
 
     cluster.kubectl("-n", namespace, "delete", "queue", "payments", "--timeout=60s")
-    assert api.get("Queue", namespace, "payments") is None
+    assert kube.orbit("Queue", namespace, "payments") is None
     assert row(engine, queues, namespace, "payments") is None
 
 
 def test_drift_in_mysql_is_repaired_from_the_resource(
-    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+    cluster: Cluster, kube: Kube, engine: sa.Engine, namespace: str
 ) -> None:
     apply(
         cluster,
-        resource("Queue", namespace, "q", {"priority": 3}),
-        resource("Quota", namespace, "limits", {"queue": "q", "maxWaiting": 10}),
+        orbit_resource("Queue", namespace, "q", {"priority": 3}),
+        orbit_resource("Quota", namespace, "limits", {"queue": "q", "maxWaiting": 10}),
     )
-    api.wait_ready("Queue", namespace, "q")
-    api.wait_ready("Quota", namespace, "limits")
+    kube.wait_ready("Queue", namespace, "q")
+    kube.wait_ready("Quota", namespace, "limits")
 
     with engine.begin() as conn:  # someone edits and deletes rows by hand
         conn.execute(
@@ -109,14 +94,14 @@ def test_drift_in_mysql_is_repaired_from_the_resource(
 
 
 def test_a_deletion_waits_for_unfinished_tasks_under_its_finalizer(
-    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+    cluster: Cluster, kube: Kube, engine: sa.Engine, namespace: str
 ) -> None:
-    apply(cluster, resource("Queue", namespace, "q", {"deletionPolicy": "Block"}))
-    api.wait_ready("Queue", namespace, "q")
+    apply(cluster, orbit_resource("Queue", namespace, "q", {"deletionPolicy": "Block"}))
+    kube.wait_ready("Queue", namespace, "q")
     submit_task(engine, namespace, "q")
 
     cluster.kubectl("-n", namespace, "delete", "queue", "q", "--wait=false")
-    held = api.wait_ready("Queue", namespace, "q", status="False", reason="HasUnfinishedTasks")
+    held = kube.wait_ready("Queue", namespace, "q", status="False", reason="HasUnfinishedTasks")
     assert held["metadata"]["deletionTimestamp"]
     assert "1 unfinished tasks (1 waiting" in held["status"]["conditions"][0]["message"]
     assert row(engine, queues, namespace, "q") is not None
@@ -126,36 +111,36 @@ def test_a_deletion_waits_for_unfinished_tasks_under_its_finalizer(
         "-n", namespace, "patch", "queue", "q", "--type=merge",
         "-p", '{"spec":{"deletionPolicy":"Cancel"}}',
     )  # fmt: skip
-    api.wait_gone("Queue", namespace, "q")
+    kube.wait_gone(ORBIT, "Queue", namespace, "q")
     assert row(engine, queues, namespace, "q") is None
 
 
 def test_deleting_everything_in_a_namespace_removes_its_rows(
-    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+    cluster: Cluster, kube: Kube, engine: sa.Engine, namespace: str
 ) -> None:
     apply(
         cluster,
-        resource("Queue", namespace, "q", {}),
-        resource("Quota", namespace, "limits", {"queue": "q", "maxRunning": 2}),
-        resource(
+        orbit_resource("Queue", namespace, "q", {}),
+        orbit_resource("Quota", namespace, "limits", {"queue": "q", "maxRunning": 2}),
+        orbit_resource(
             "Schedule", namespace, "tick", {"schedule": "@hourly", "taskTemplate": {"handler": "h"}}
         ),
     )
     for kind, name in (("Queue", "q"), ("Quota", "limits"), ("Schedule", "tick")):
-        api.wait_ready(kind, namespace, name)
+        kube.wait_ready(kind, namespace, name)
 
     # What the namespace controller does when the namespace is deleted.
     cluster.kubectl("-n", namespace, "delete", "orbit", "--all", "--timeout=60s")
 
     for kind, name in (("Queue", "q"), ("Quota", "limits"), ("Schedule", "tick")):
-        assert api.get(kind, namespace, name) is None
+        assert kube.orbit(kind, namespace, name) is None
     assert row(engine, queues, namespace, "q") is None
     assert row(engine, quotas, namespace, "limits") is None
     assert row(engine, schedules, namespace, "tick") is None
 
 
 def test_resources_racing_for_the_same_rows_all_take_effect(
-    cluster: Cluster, api: Api, engine: sa.Engine, namespace: str
+    cluster: Cluster, kube: Kube, engine: sa.Engine, namespace: str
 ) -> None:
     """Two Quotas on one queue, applied together with the Queue into a namespace MySQL does not
     know yet: the operator reconciles them concurrently, each creating the namespace's row and
@@ -163,13 +148,13 @@ def test_resources_racing_for_the_same_rows_all_take_effect(
     quota = {"queue": "q", "maxWaiting": 100}
     apply(
         cluster,
-        resource("Quota", namespace, "first", quota),
-        resource("Quota", namespace, "second", {**quota, "maxRunning": 5}),
-        resource("Queue", namespace, "q", {}),
-        resource("Quota", namespace, "everything", {"maxWaiting": 1000}),
+        orbit_resource("Quota", namespace, "first", quota),
+        orbit_resource("Quota", namespace, "second", {**quota, "maxRunning": 5}),
+        orbit_resource("Queue", namespace, "q", {}),
+        orbit_resource("Quota", namespace, "everything", {"maxWaiting": 1000}),
     )
     for name in ("first", "second", "everything"):
-        api.wait_ready("Quota", namespace, name)
+        kube.wait_ready("Quota", namespace, name)
     with engine.connect() as conn:
         assert (
             conn.execute(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import Api, Cluster, Operator, operator_running, wait_for
+from .conftest import Cluster, Kube, Operator, operator_running, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "manifests"
@@ -50,7 +50,7 @@ def examples_in(namespace: str, folder: Path) -> dict[str, str]:
 
 
 def test_applying_the_examples_folder_makes_every_resource_ready_within_15_s(
-    cluster: Cluster, api: Api, own_operator: Operator, tmp_path: Path
+    cluster: Cluster, api: Kube, own_operator: Operator, tmp_path: Path
 ) -> None:
     namespace = f"shop-{uuid.uuid4().hex[:8]}"
     folder = tmp_path / "manifests"
@@ -71,7 +71,7 @@ def test_applying_the_examples_folder_makes_every_resource_ready_within_15_s(
 
 
 def test_a_quota_before_its_queue_says_what_it_waits_for(
-    cluster: Cluster, api: Api, own_operator: Operator
+    cluster: Cluster, api: Kube, own_operator: Operator
 ) -> None:
     namespace = f"order-{uuid.uuid4().hex[:8]}"
     quota = {"queue": "later", "maxRunning": 3}

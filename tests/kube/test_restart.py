@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from orbit_store.schema import audit_log, queues
 
-from .conftest import Api, Cluster, apply, resource, start_operator, wait_for
+from .conftest import Cluster, Kube, apply, orbit_resource, start_operator, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -51,12 +51,12 @@ def applied_generations(engine: sa.Engine, namespace: str) -> list[str]:
 
 
 def test_an_operator_killed_mid_reconcile_leaves_nothing_half_done(
-    cluster: Cluster, api: Api, engine: sa.Engine, database_url: str, tmp_path: Path
+    cluster: Cluster, api: Kube, engine: sa.Engine, database_url: str, tmp_path: Path
 ) -> None:
     namespace = f"restart-{uuid.uuid4().hex[:8]}"
     first = start_operator(cluster, database_url, tmp_path / "first.log", resync_seconds=600)
     try:
-        apply(cluster, resource("Queue", namespace, "q", {"priority": 1}))
+        apply(cluster, orbit_resource("Queue", namespace, "q", {"priority": 1}))
         api.wait_ready("Queue", namespace, "q")
 
         with engine.connect() as conn:
@@ -80,14 +80,14 @@ def test_an_operator_killed_mid_reconcile_leaves_nothing_half_done(
 
     stored = queue_row(engine, namespace, "q")
     assert (stored.priority, stored.spec_generation) == (1, 1)
-    assert (api.get("Queue", namespace, "q") or {})["status"]["observedGeneration"] == 1
+    assert (api.orbit("Queue", namespace, "q") or {})["status"]["observedGeneration"] == 1
 
     second = start_operator(cluster, database_url, tmp_path / "second.log", resync_seconds=600)
     try:
         wait_for(
             "generation 2 in effect",
             lambda: (
-                (o := api.get("Queue", namespace, "q"))
+                (o := api.orbit("Queue", namespace, "q"))
                 and o["status"].get("observedGeneration") == 2
             ),
         )

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import ORBIT, Kube, orbit_resource, wait_for
 
 from orbit_store.pulse.model import TaskState
 from orbit_store.pulse.service import submit
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.schema import queues, tasks
+
+from .conftest import ORBIT, Kube, orbit_resource, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,29 +70,6 @@ def test_update_is_applied_and_observed_generation_follows(
     assert row.paused is True and row.lease_seconds == 90 and row.spec_generation == 2
     assert obj["status"]["paused"] is True
     assert obj["status"]["conditions"][0]["observedGeneration"] == 2
-
-
-def test_invalid_spec_is_refused_with_the_field_and_nothing_is_written(
-    kube: Kube, engine: sa.Engine, namespace: str
-) -> None:
-    # The CEL rule on spec.retry.backoff: maxSeconds (default 300) < initialSeconds.
-    kube.create(
-        orbit_resource("Queue", namespace, "bad", {"retry": {"backoff": {"initialSeconds": 600}}})
-    )
-
-    obj = kube.wait_ready("Queue", namespace, "bad", status="False", reason="InvalidSpec")
-    ready = obj["status"]["conditions"][0]
-    assert "spec.retry.backoff.maxSeconds" in ready["message"]
-    assert "greater than or equal to initialSeconds" in ready["message"]
-    assert "observedGeneration" not in obj["status"]
-    assert queue_row(engine, namespace, "bad") is None
-
-    # A valid spec afterwards is applied; an invalid change later leaves the row as it was.
-    kube.patch(ORBIT, "Queue", namespace, "bad", {"spec": {"retry": {"backoff": None}}})
-    kube.wait_ready("Queue", namespace, "bad")
-    kube.patch(ORBIT, "Queue", namespace, "bad", {"spec": {"priority": 5000}})
-    kube.wait_ready("Queue", namespace, "bad", status="False", reason="InvalidSpec")
-    assert queue_row(engine, namespace, "bad").priority == 0
 
 
 def test_delete_without_tasks_removes_row_and_finalizer(

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import ORBIT, Kube, orbit_resource, wait_for
 
 from orbit_store.pulse.quota import WHOLE_NAMESPACE
 from orbit_store.schema import quotas
+
+from .conftest import ORBIT, Kube, orbit_resource, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -52,21 +53,6 @@ def test_quota_lifecycle(kube: Kube, engine: sa.Engine, namespace: str) -> None:
     kube.delete(ORBIT, "Quota", namespace, "limits")
     kube.wait_gone(ORBIT, "Quota", namespace, "limits")
     assert quota_row(engine, namespace, "limits") is None
-
-
-def test_quota_without_a_limit_is_invalid(kube: Kube, engine: sa.Engine, namespace: str) -> None:
-    kube.create(orbit_resource("Quota", namespace, "empty", {"queue": "q"}))
-
-    obj = kube.wait_ready("Quota", namespace, "empty", status="False", reason="InvalidSpec")
-    assert (
-        "at least one of maxWaiting, maxRunning or submitRate"
-        in (obj["status"]["conditions"][0]["message"])
-    )
-    assert quota_row(engine, namespace, "empty") is None
-
-    # Deleting a resource that never took effect is not blocked.
-    kube.delete(ORBIT, "Quota", namespace, "empty")
-    kube.wait_gone(ORBIT, "Quota", namespace, "empty")
 
 
 def test_a_quota_naming_an_undeclared_queue_waits_for_it(

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import ORBIT, Kube, orbit_resource, wait_for
 
 from orbit_store.schema import audit_log
+
+from .conftest import ORBIT, Kube, orbit_resource, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -7,13 +7,14 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from conftest import ORBIT, Kube, orbit_resource, wait_for
 
 from orbit_store.errors import Conflict
 from orbit_store.weave import service
 from orbit_store.weave.definitions import get_definition
 from orbit_store.weave.queries import get_instance
 from orbit_store.weave.start import StartRequest
+
+from .conftest import ORBIT, Kube, orbit_resource, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import ORBIT, Kube, orbit_resource, wait_for
 
 from orbit.engines.scheduler import scheduler_pass
 from orbit_store.schema import schedules
+
+from .conftest import ORBIT, Kube, orbit_resource, wait_for
 
 pytestmark = pytest.mark.slow
 
