@@ -12,7 +12,6 @@ The tests run on one xdist process, one after another, sharing the server.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -44,11 +43,16 @@ CRD_DIR = ROOT / "crds"
 SKIP_ENV = "ORBIT_SKIP_KUBE_TESTS"
 # The first build takes minutes; a cached one starts in seconds.
 START_SECONDS = 3600
+# Modules whose tests start, stop or kill operators of their own.
+OWN_OPERATORS = ("test_ordering.py", "test_restart.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks the tier's tests; the modules that run operators of their own go last, so the
+    shared operator starts once."""
     here = Path(__file__).parent
+    items.sort(key=lambda item: item.path.name in OWN_OPERATORS and here in item.path.parents)
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.kube)
@@ -274,19 +278,39 @@ def start_operator(
     return operator
 
 
-@contextlib.contextmanager
-def operator_running(
-    cluster: Cluster,
-    database_url: str,
-    factory: pytest.TempPathFactory,
-    **options: Any,
-) -> Iterator[Operator]:
-    """An operator for a module's tests (stopped after them), its log in a folder of its own."""
-    running = start_operator(cluster, database_url, factory.mktemp("operator") / "log", **options)
-    try:
-        yield running
-    finally:
-        running.stop()
+class Operators:
+    """At most one operator at a time (two would both act on every resource): the one asked for
+    is kept running for the tests after it that ask for the same, and replaced when another is
+    asked for. Modules that need their own run last (see the collection hook)."""
+
+    def __init__(self, cluster: Cluster, database_url: str, logs: Path) -> None:
+        self.cluster, self.database_url, self.logs = cluster, database_url, logs
+        self.running: Operator | None = None
+        self.options: dict[str, float] = {}
+
+    def get(self, **options: float) -> Operator:
+        current = self.running
+        if current is not None and options == self.options and current.process.poll() is None:
+            return current
+        self.stop()
+        log = self.logs / f"operator-{len(list(self.logs.iterdir()))}.log"
+        self.running = start_operator(self.cluster, self.database_url, log, **options)
+        self.options = options
+        return self.running
+
+    def stop(self) -> None:
+        if self.running is not None:
+            self.running.stop()
+            self.running = None
+
+
+@pytest.fixture(scope="session")
+def operators(
+    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operators]:
+    pool = Operators(cluster, database_url, tmp_path_factory.mktemp("operators"))
+    yield pool
+    pool.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -302,13 +326,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 report.sections.append((f"{name} log (last lines)", running.tail()))
 
 
-@pytest.fixture(scope="module")
-def operator(
-    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    """The operator a module's tests share: resync and retries every second."""
-    with operator_running(cluster, database_url, tmp_path_factory, resync_seconds=1) as running:
-        yield running
+@pytest.fixture
+def operator(operators: Operators) -> Operator:
+    """The operator most tests share: resync and retries every second."""
+    return operators.get(resync_seconds=1)
 
 
 @pytest.fixture

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import Cluster, Kube, Operator, operator_running, wait_for
+from .conftest import Cluster, Kube, Operator, Operators, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "manifests"
@@ -28,14 +27,10 @@ SERVED_HERE = ["Queue", "Quota", "Schedule", "WorkflowDefinition"]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def own_operator(
-    cluster: Cluster, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
+@pytest.fixture
+def own_operator(operators: Operators) -> Operator:
     """An operator whose resync is too slow to hide a missing retry."""
-    slow = {"resync_seconds": 600, "retry_seconds": 10}
-    with operator_running(cluster, database_url, tmp_path_factory, **slow) as running:
-        yield running
+    return operators.get(resync_seconds=600, retry_seconds=10)
 
 
 def examples_in(namespace: str, folder: Path) -> dict[str, str]:

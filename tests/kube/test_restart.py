@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from orbit_store.schema import audit_log, queues
 
-from .conftest import Cluster, Kube, apply, orbit_resource, start_operator, wait_for
+from .conftest import Cluster, Kube, Operators, apply, orbit_resource, start_operator, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +51,14 @@ def applied_generations(engine: sa.Engine, namespace: str) -> list[str]:
 
 
 def test_an_operator_killed_mid_reconcile_leaves_nothing_half_done(
-    cluster: Cluster, api: Kube, engine: sa.Engine, database_url: str, tmp_path: Path
+    cluster: Cluster,
+    api: Kube,
+    engine: sa.Engine,
+    database_url: str,
+    operators: Operators,
+    tmp_path: Path,
 ) -> None:
+    operators.stop()  # this test runs its own, one after the other
     namespace = f"restart-{uuid.uuid4().hex[:8]}"
     first = start_operator(cluster, database_url, tmp_path / "first.log", resync_seconds=600)
     try:
