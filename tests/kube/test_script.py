@@ -73,4 +73,6 @@ def test_without_the_network_a_first_build_fails_saying_so(tmp_path: Path) -> No
     started = script("start", str(tmp_path / "never"), env=offline)
     assert started.returncode == 1
     assert "cannot reach the Debian archive" in started.stderr, started.stderr
+    assert "building" not in started.stderr  # it stops there: nothing is built or installed
+    assert not (tmp_path / "empty-cache" / "k8s-api-server" / "builds").exists()
     assert not (tmp_path / "never" / "apiserver.pid").exists()
