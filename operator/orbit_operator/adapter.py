@@ -30,6 +30,7 @@ from orbit.reconcile.resource import (
     InvalidSpec,
     NotDeclaredYet,
     Resource,
+    Superseded,
 )
 from orbit_store.errors import Conflict, InvalidRequest
 
@@ -171,6 +172,9 @@ def _reconcile(
             ctx.engine,
             lambda conn: reconcile_audited(conn, handlers, resource, secrets, actor=OPERATOR_ACTOR),
         )
+    except Superseded as exc:
+        logger.debug("%s", exc)  # a stale body (a timer's): the newer one is in effect
+        return None
     except NotDeclaredYet as exc:
         return not_declared_yet(ctx, kind, body, out, exc, logger)
     except (InvalidSpec, InvalidRequest, Conflict) as exc:

@@ -16,7 +16,7 @@ from orbit_store.audit import declared_fields, record_change
 from orbit_store.schema import credentials, queues, quotas, schedules, workflow_definitions
 
 from .kinds import Kind, SecretLookup
-from .resource import Deletion, Outcome, Resource
+from .resource import Deletion, Outcome, Resource, Superseded
 
 #: Where each kind's declared row lives, for the before/after digests.
 STORED_TABLES: dict[str, sa.Table] = {
@@ -32,6 +32,29 @@ def stored_row(conn: sa.Connection, kind: str, namespace: str, name: str) -> dic
     """The kind's row as plain values (secrets replaced by their digest), or None."""
     table = STORED_TABLES.get(kind)
     return None if table is None else declared_fields(conn, table, namespace, name)
+
+
+def refuse_older_generation(conn: sa.Connection, resource: Resource) -> None:
+    """Superseded when the kind's row holds a newer generation from the same source: an older
+    body must not write an older spec back (invariant 8). Generations of different sources
+    (the operator's, `orbit apply`'s) are not comparable."""
+    table = STORED_TABLES.get(resource.kind)
+    if table is None or "spec_generation" not in table.c:
+        return
+    stored = conn.execute(
+        sa.select(table.c.spec_generation, table.c.source).where(
+            table.c.namespace == resource.namespace, table.c.name == resource.name
+        )
+    ).one_or_none()
+    if (
+        stored is not None
+        and stored.source == resource.source
+        and stored.spec_generation > resource.generation
+    ):
+        raise Superseded(
+            f"{resource.ref}: generation {stored.spec_generation} is in effect; "
+            f"generation {resource.generation} is not applied"
+        )
 
 
 def _action(kind: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
@@ -77,6 +100,7 @@ def _record(
 def reconcile_audited(
     conn: sa.Connection, kind: Kind, resource: Resource, secrets: SecretLookup, *, actor: str
 ) -> Outcome:
+    refuse_older_generation(conn, resource)
     before = stored_row(conn, resource.kind, resource.namespace, resource.name)
     outcome = kind.reconcile(conn, resource, secrets)
     if outcome.changed:

@@ -69,3 +69,8 @@ class NotDeclaredYet(InvalidSpec):
     def __init__(self, field_path: str, message: str, *, reason: str) -> None:
         super().__init__(field_path, message)
         self.reason = reason
+
+
+class Superseded(Exception):
+    """The resource's body is older than the generation already in effect (a resync timer that
+    ran with the body it had before an edit): nothing is written, and no status either."""
