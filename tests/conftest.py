@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
+from stale_databases import drop_stale_databases, new_database_name
 
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
@@ -29,7 +29,7 @@ def server_url() -> sa.URL:
 
 
 def _create_database() -> str:
-    name = f"orbit_test_{uuid.uuid4().hex[:12]}"
+    name = new_database_name()
     admin = sa.create_engine(server_url().set(database=None))
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
@@ -149,6 +149,20 @@ def backups() -> Backups:
     if shutil.which("mariadb-dump") is None or shutil.which("mariadb") is None:
         pytest.skip("needs the mariadb-dump and mariadb client tools")
     return Backups()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Drop the databases interrupted runs left behind (tests/stale_databases.py), once per run:
+    in the controller, not in each xdist worker."""
+    if hasattr(session.config, "workerinput"):
+        return
+    admin = sa.create_engine(server_url().set(database=None))
+    try:
+        drop_stale_databases(admin)
+    except sa.exc.OperationalError:
+        pass  # no test server here: the tests that need one say so themselves
+    finally:
+        admin.dispose()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
