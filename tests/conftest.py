@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -149,6 +150,14 @@ def backups() -> Backups:
     if shutil.which("mariadb-dump") is None or shutil.which("mariadb") is None:
         pytest.skip("needs the mariadb-dump and mariadb client tools")
     return Backups()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test reads or writes the user's CLI contexts (orbit/cli/contexts.py): every `orbit`
+    the suite runs finds its config under a directory of this run's own."""
+    for name in ("ORBIT_CONFIG", "ORBIT_CONTEXT"):
+        os.environ.pop(name, None)
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="orbit-test-config-")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -10,7 +10,7 @@ import typer
 
 from . import audit, restore_fence, retention, tokens
 from .exits import ExitCode
-from .options import DatabaseUrl, store_engine
+from .options import DatabaseUrl, resolve_database_url, store_engine
 
 # The store is imported inside each command: `orbit admin --help` stays light.
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
@@ -57,6 +57,7 @@ def migrate(
     from orbit_store import migrate as store_migrate
     from orbit_store.compatibility import Verdict
 
+    database_url = resolve_database_url(database_url)
     engine = open_engine(database_url, io_timeout=None)  # DDL on a large table takes long
     try:
         current, head = store_migrate.current_revision(engine), store_migrate.head_revision()
@@ -111,7 +112,7 @@ def grants(
     from orbit.database import open_engine
     from orbit_store.grants import apply_grants, create_user_statement, grant_statements
 
-    engine = open_engine(database_url, warn_durability=False)
+    engine = open_engine(resolve_database_url(database_url), warn_durability=False)
     try:
         if engine.dialect.name == "sqlite":
             _err("grants apply to MySQL/MariaDB only; SQLite has no users")

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .exits import ExitCode
-from .options import Actor, DatabaseUrl, default_actor, store_engine
+from .options import Actor, DatabaseUrl, context_namespace, default_actor, store_engine
 
 
 def apply(
@@ -18,8 +18,15 @@ def apply(
         list[Path], typer.Option("--filename", "-f", help="A manifest file or folder (repeat).")
     ],
     namespace: Annotated[
-        str, typer.Option("--namespace", "-n", help="Namespace for objects that name none.")
-    ] = "default",
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            envvar="ORBIT_NAMESPACE",
+            help="Namespace for objects that name none (default: the context's, else default).",
+            show_default=False,
+        ),
+    ] = None,
     prune: Annotated[
         bool,
         typer.Option(
@@ -66,7 +73,7 @@ def apply(
         lines = apply_manifests(
             engine,
             filename,
-            default_namespace=namespace,
+            default_namespace=namespace or context_namespace() or "default",
             prune=prune,
             prune_namespaces=prune_namespace,
             dry_run=dry_run,

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     import uvicorn
 
 
+DEV_CONTEXT = "dev"
+
+
 def _say(text: str) -> None:
     typer.echo(text, err=True)
 
@@ -55,6 +58,31 @@ def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
     token_file.write_text(issued.token + "\n")
     token_file.chmod(0o600)
     return issued.token
+
+
+def _write_context(server: str, namespace: str, db: Path) -> None:
+    """The context `dev` (made current): every orbit command in another shell finds this server,
+    its token and, for admin commands and `orbit apply`, its database."""
+    from . import contexts
+
+    context = contexts.Context(
+        DEV_CONTEXT,
+        server=server,
+        token_file=str(token_file_for(db).resolve()),
+        namespace=namespace,
+        database_url=f"sqlite:///{db.resolve()}",
+    )
+    try:
+        path = contexts.put(context, make_current=True)
+    except (contexts.ContextError, OSError) as exc:  # the server still serves without one
+        _say(f"orbit dev: no context written ({exc}); use the export line below")
+        return
+    _say(f"orbit dev: context {DEV_CONTEXT!r} is current ({path}): orbit commands in any shell use")
+    _say("  this server, its token and its database (`orbit context` shows it)")
+
+
+def token_file_for(db: Path) -> Path:
+    return db.with_name(db.stem + "-token")
 
 
 def dev(
@@ -99,7 +127,7 @@ def dev(
     db.parent.mkdir(parents=True, exist_ok=True)
     engine = open_engine(f"sqlite:///{db}")
     report = migrate.upgrade(engine)
-    token = ensure_dev_token(engine, namespace, db.with_name(db.stem + "-token"))
+    token = ensure_dev_token(engine, namespace, token_file_for(db))
     if manifests:
         try:
             lines = apply_manifests(engine, manifests, default_namespace=namespace)
@@ -112,7 +140,8 @@ def dev(
     os.environ.update(ORBIT_SERVER=server, ORBIT_NAMESPACE=namespace, ORBIT_TOKEN=token)
     workers = [load_worker(spec) for spec in worker or []]
     _say(f"orbit dev: state in {db} (schema {report.after}); serving {server}")
-    _say("use it from another shell with:")
+    _write_context(server, namespace, db)
+    _say("for the SDK and scripts, the same as environment variables:")
     print(
         f"export ORBIT_SERVER={server} ORBIT_NAMESPACE={namespace} ORBIT_TOKEN={token}", flush=True
     )

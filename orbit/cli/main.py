@@ -6,6 +6,7 @@ Command groups are registered by module path in ``LAZY_COMMANDS`` and imported o
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -26,6 +27,7 @@ class OrbitGroup(LazyGroup):
         "subscription": LazyCommand("orbit.cli.subscriptions:app"),
         "schedule": LazyCommand("orbit.cli.schedules:app"),
         "workflow": LazyCommand("orbit.cli.workflows:app"),
+        "context": LazyCommand("orbit.cli.context:app"),
     }
 
 
@@ -56,7 +58,18 @@ def main(
         ),
     ] = False,
     log_level: Annotated[str, typer.Option(envvar="ORBIT_LOG_LEVEL", help="Log level.")] = "INFO",
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            envvar="ORBIT_CONTEXT",
+            help="Use this CLI context instead of the current one (`orbit context list`).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     from orbit.logs import configure_logging
 
     configure_logging(log_level)
+    if context:  # read where a command resolves its settings (contexts.active)
+        os.environ["ORBIT_CONTEXT"] = context

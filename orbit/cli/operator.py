@@ -11,13 +11,13 @@ from typing import Annotated
 
 import typer
 
-from .options import DatabaseUrl
+from .options import ServerDatabaseUrl
 
 DEFAULT_SERVER_URL = "http://orbit.orbit-system:8080"
 
 
 def operator(
-    database_url: DatabaseUrl,
+    database_url: ServerDatabaseUrl,
     server_url: Annotated[
         str,
         typer.Option(envvar="ORBIT_SERVER_URL", help="The Orbit server URL worker pods are given."),

@@ -17,16 +17,59 @@ from .remote import fail
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+_URL_FORMS = (
+    "mysql://USER:PASS@HOST:PORT/DB (the C driver when installed, else PyMySQL; "
+    "mysql+pymysql:// or mysql+mysqldb:// names one) or sqlite:///PATH"
+)
+
+#: For a server process: the database is always named, never taken from a CLI context.
+ServerDatabaseUrl = Annotated[
+    str,
+    typer.Option(
+        "--database-url", envvar="ORBIT_DATABASE_URL", help=f"{_URL_FORMS}.", show_default=False
+    ),
+]
+
+#: For admin commands: default, the CLI context's database (`orbit dev` writes its SQLite file's).
 DatabaseUrl = Annotated[
     str,
     typer.Option(
         "--database-url",
         envvar="ORBIT_DATABASE_URL",
-        help="mysql://USER:PASS@HOST:PORT/DB (the C driver when installed, else PyMySQL; "
-        "mysql+pymysql:// or mysql+mysqldb:// names one) or sqlite:///PATH.",
+        default_factory=str,  # "": the context's, resolved by database_url()
+        help=f"{_URL_FORMS} (default: the context's).",
         show_default=False,
     ),
 ]
+
+
+def resolve_database_url(given: str) -> str:
+    """The flag's or environment's URL, else the CLI context's, else exit 2 saying how."""
+    if given:
+        return given
+    from . import contexts
+
+    try:
+        context = contexts.active()
+    except contexts.ContextError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    if context is None or not context.database_url:
+        fail(
+            "no database: pass --database-url or set ORBIT_DATABASE_URL (with `orbit dev` "
+            "running, its context names its SQLite file; `orbit context` shows it)",
+            ExitCode.USAGE,
+        )
+    return context.database_url
+
+
+def context_namespace() -> str | None:
+    from . import contexts
+
+    try:
+        context = contexts.active()
+    except contexts.ContextError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    return context.namespace if context else None
 
 
 def missing_sqlite_file(database_url: str) -> Path | None:
@@ -54,6 +97,7 @@ def store_engine(
     from orbit.database import open_engine, require_compatible_schema
     from orbit_store.errors import SchemaOutOfDate
 
+    database_url = resolve_database_url(database_url)
     missing = missing_sqlite_file(database_url)
     if missing is not None:
         fail(

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .exits import ExitCode
-from .remote import DEFAULT_SERVER, Server, Token
+from .remote import Server, Token, target
 
 app = typer.Typer(help="The client-side transactional outbox.", no_args_is_help=True)
 
@@ -40,7 +40,7 @@ def relay(
     max_seconds: Annotated[
         float | None, typer.Option(help="Stop after this long (a time budget).")
     ] = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
 ) -> None:
     """Relay pending outbox rows: lease, submit outside any transaction, mark delivered with the
@@ -51,10 +51,11 @@ def relay(
     from orbit_sdk import Client
     from orbit_sdk.outbox import Relay, RelayPolicy, outbox_table
 
+    where = target(server, token, None)
     engine = sa.create_engine(database_url)
     policy = RelayPolicy(batch=batch, lease_seconds=lease_seconds, max_attempts=max_attempts)
     try:
-        with Client(server, token=token or None) as client:
+        with Client(where.server, token=where.token) as client:
             outbox = outbox_table(sa.MetaData(), table)
             report = Relay(engine, outbox, client, policy).run(
                 until_idle=until_idle, max_seconds=max_seconds

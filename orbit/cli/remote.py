@@ -1,5 +1,6 @@
 """What every command that talks to a server shares: `--server`, `--token`, `--namespace`
-(default: the token's own, from ``GET /v1/whoami``), and one way of reporting the server's
+(each: the flag, its environment variable, else the CLI context's -- contexts.py; the namespace
+at last the token's own, from ``GET /v1/whoami``), and one way of reporting the server's
 errors -- the problem's title and detail, every field it names (as the command's option when
 there is one), and the exit code from exits.py. No tracebacks for answers a user can act on."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Annotated, NoReturn
 
 import typer
@@ -16,20 +17,26 @@ import typer
 from orbit_sdk import Client, OrbitError, RetryPolicy, ServerUnreachable, Unauthorized
 from orbit_sdk.errors import field_errors
 
+from . import contexts
 from .exits import ExitCode, for_status
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 Server = Annotated[
-    str,
-    typer.Option("--server", envvar="ORBIT_SERVER", help="Orbit server URL."),
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="ORBIT_SERVER",
+        help=f"Orbit server URL (default: the context's, else {DEFAULT_SERVER}).",
+        show_default=False,
+    ),
 ]
 Token = Annotated[
     str | None,
     typer.Option(
         "--token",
         envvar="ORBIT_TOKEN",
-        help="Bearer token (`orbit dev` prints an export line).",
+        help="Bearer token (default: the context's token file; `orbit dev` writes one).",
         show_default=False,
     ),
 ]
@@ -39,7 +46,7 @@ Namespace = Annotated[
         "--namespace",
         "-n",
         envvar="ORBIT_NAMESPACE",
-        help="Namespace (default: the token's own).",
+        help="Namespace (default: the context's, else the token's own).",
         show_default=False,
     ),
 ]
@@ -81,20 +88,45 @@ def report(exc: OrbitError, options: Mapping[str, str] | None = None, server: st
     raise typer.Exit(for_status(problem.status, client_side=exc.client_side))
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a command goes: flags and environment first, then the CLI context."""
+
+    server: str
+    token: str | None
+    namespace: str | None
+
+
+def target(server: str | None, token: str | None, namespace: str | None) -> Target:
+    try:
+        context = contexts.active()
+        context_token = context.token() if context is not None and not token else None
+    except contexts.ContextError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    return Target(
+        server or (context.server if context else None) or DEFAULT_SERVER,
+        token or context_token,
+        namespace or (context.namespace if context else None),
+    )
+
+
+NO_TOKEN = (
+    "no token: pass --token or set ORBIT_TOKEN, or run `orbit dev`, which writes a context "
+    "every command finds (`orbit context` shows it)"
+)
+
+
 @contextmanager
 def remote(
-    server: str,
+    server: str | None,
     token: str | None,
     namespace: str | None,
     options: Mapping[str, str] | None = None,
 ) -> Iterator[Remote]:
     """A client and the namespace to use; any SDK error inside is reported (see ``report``)."""
+    server, token, namespace = astuple(target(server, token, namespace))
     if not token:
-        fail(
-            "no token: pass --token or set ORBIT_TOKEN (with `orbit dev`, run the export line "
-            "it printed)",
-            ExitCode.AUTH,
-        )
+        fail(NO_TOKEN, ExitCode.AUTH)
     if logging.getLogger().level > logging.DEBUG:
         # The SDK logs each retry; a person only needs the final answer.
         logging.getLogger("orbit_sdk").setLevel(logging.ERROR)

@@ -18,7 +18,7 @@ from orbit_store.schedules.model import InvalidSchedule
 from .exits import ExitCode
 from .inputs import read_json
 from .output import Column, Output, OutputFormat, document, plain, print_fields, print_list, table
-from .remote import DEFAULT_SERVER, Namespace, Reason, Server, Token, remote
+from .remote import Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Cron schedules that submit tasks (time zones, DST, misfire and overlap policies).",
@@ -180,7 +180,7 @@ def create(
     suspend: Suspend = None,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -220,7 +220,7 @@ def update(
     end_at: Instant = None,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -253,7 +253,7 @@ def get(
     name: Name,
     occurrences: Annotated[int, typer.Option(help="Show this many recent occurrences.")] = 10,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -266,7 +266,7 @@ def get(
 @app.command("list")
 def list_(
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -281,7 +281,7 @@ def suspend(
     name: Name,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -296,7 +296,7 @@ def resume(
     name: Name,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -311,7 +311,7 @@ def delete(
     name: Name,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
 ) -> None:
     """Delete a schedule (audited; its occurrences stay as history, its tasks are left alone)."""

@@ -11,11 +11,11 @@ from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS
 
 from .listen import MaxPayloadBytes, bind
-from .options import DatabaseUrl, WebhookAllow, allow_list, store_engine
+from .options import ServerDatabaseUrl, WebhookAllow, allow_list, store_engine
 
 
 def server(
-    database_url: DatabaseUrl,
+    database_url: ServerDatabaseUrl,
     host: Annotated[
         str, typer.Option(envvar="ORBIT_HOST", help="Address to listen on.")
     ] = "127.0.0.1",

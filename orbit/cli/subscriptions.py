@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .output import Column, Output, OutputFormat, document, plain, print_list
-from .remote import DEFAULT_SERVER, Namespace, Reason, Server, Token, remote
+from .remote import Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Declare result subscriptions, pull and acknowledge events, redrive parked ones.",
@@ -65,7 +65,7 @@ def put(
     max_attempts: Annotated[int, typer.Option(help="Then the delivery is PARKED.")] = 10,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -92,7 +92,7 @@ def put(
 @app.command("list")
 def list_(
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -111,7 +111,7 @@ def delete(
         typer.Option("--discard-undelivered", help="Also drop PENDING/PARKED deliveries."),
     ] = False,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
 ) -> None:
     """Delete a subscription (refused while deliveries are undelivered unless told; audited)."""
@@ -127,7 +127,7 @@ def redrive(
     name: Name,
     reason: Annotated[str, typer.Option(help="Why (recorded in the audit log).")],
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
 ) -> None:
     """Send PARKED deliveries again with a fresh attempt budget (admin role; audited)."""
@@ -143,7 +143,7 @@ def pull(
     ack_deadline: Annotated[float, typer.Option(help="Seconds until unacked come back.")] = 30,
     ack: Annotated[bool, typer.Option("--ack", help="Acknowledge what was printed.")] = False,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
 ) -> None:
     """Pull events of a pull subscription as JSON lines (and acknowledge them with --ack)."""

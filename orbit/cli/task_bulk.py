@@ -16,7 +16,7 @@ import typer
 from .exits import ExitCode
 from .inputs import read_text, storable_json
 from .output import Column, Output, OutputFormat, print_list
-from .remote import DEFAULT_SERVER, Namespace, Server, Token, remote
+from .remote import Namespace, Server, Token, remote
 
 #: A line's fields (the API's TaskSubmission) → ``Client.submit`` keywords.
 FIELDS = {
@@ -68,7 +68,7 @@ def submit_many(
     ] = None,
     batch_size: Annotated[int, typer.Option(min=1, max=1000, help="Tasks per request.")] = 1000,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:

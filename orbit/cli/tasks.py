@@ -23,7 +23,7 @@ from .exits import ExitCode, for_state
 from .inputs import read_json
 from .interrupt import CtrlC
 from .output import Output, OutputFormat, plain, print_item, print_list, print_rows
-from .remote import DEFAULT_SERVER, Namespace, Reason, Remote, Server, Token, remote
+from .remote import Namespace, Reason, Remote, Server, Token, remote
 from .task_views import TASK_COLUMNS, describe_task, event_line
 
 app = typer.Typer(
@@ -102,7 +102,7 @@ def submit(
         typer.Option(help="Wait up to this many seconds for the outcome (exit code says which)."),
     ] = None,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -155,7 +155,7 @@ def _wait_and_exit(r: Remote, task_id: str, timeout: float, output: OutputFormat
 def get(
     task_id: TaskId,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -179,7 +179,7 @@ def list_(
     ] = False,
     interval: Interval = 1.0,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -234,7 +234,7 @@ def watch(
     ] = None,
     interval: Interval = 0.5,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -263,7 +263,7 @@ def cancel(
     task_id: TaskId,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -283,7 +283,7 @@ def review(
         bool, typer.Option("--execution-ended", help="Confirm no handler is still running.")
     ] = False,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -310,7 +310,7 @@ def retry(
         bool, typer.Option("--safe-to-retry", help="Confirm running it again is safe.")
     ] = False,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:

@@ -30,8 +30,9 @@ def load_worker(spec: str) -> Any:
 
 
 def worker(
+    ctx: typer.Context,
     spec: Annotated[str, typer.Argument(metavar="MODULE:WORKER", help="e.g. myapp.tasks:worker")],
-    server: Server = "",
+    server: Server = None,
     token: Token = None,
     namespace: Namespace = None,
     concurrency: Annotated[
@@ -60,21 +61,33 @@ def worker(
 ) -> None:
     """Run a worker: lease, run handlers, heartbeat; drain gracefully on SIGTERM.
 
-    The token needs the work role. --server and --token (or ORBIT_SERVER and ORBIT_TOKEN) apply
-    to a Worker that does not name its own; without --namespace the worker serves the token's
-    namespace."""
+    The token needs the work role. --server and --token (else ORBIT_SERVER and ORBIT_TOKEN, else
+    the CLI context's) apply to a Worker that does not name its own; without --namespace the
+    worker serves the token's namespace.
+
+    Exit codes: 0 stopped by SIGTERM/Ctrl-C; 2 MODULE:WORKER cannot be loaded, or --server
+    contradicts the server the Worker names; 4 no token anywhere."""
     from orbit_sdk import OrbitError
 
     from .exits import ExitCode
-    from .remote import fail, report
+    from .remote import NO_TOKEN, fail, report, target
 
-    if not (token or os.environ.get("ORBIT_TOKEN")):
-        fail(
-            "no token: pass --token or set ORBIT_TOKEN (a token with the work role)", ExitCode.AUTH
-        )
+    where = target(server, token, namespace)
     # The SDK reads these when the Worker is constructed, i.e. while its module is imported.
-    os.environ.update({k: v for k, v in (("ORBIT_SERVER", server), ("ORBIT_TOKEN", token)) if v})
+    os.environ["ORBIT_SERVER"] = where.server
+    if where.token:
+        os.environ["ORBIT_TOKEN"] = where.token
     loaded = load_worker(spec)
+    if not loaded.has_token:
+        fail(f"{NO_TOKEN}; or name it in the Worker (Worker(token=…))", ExitCode.AUTH)
+    source = ctx.get_parameter_source("server")  # typer's click: compare the enum by name
+    flagged = source is not None and source.name == "COMMANDLINE"
+    if flagged and server and loaded.server != server.rstrip("/"):
+        raise typer.BadParameter(
+            f"{spec} names its own server {loaded.server}; --server {server} would be ignored: "
+            "leave out one of them",
+            param_hint="--server",
+        )
     if namespace:
         loaded.namespace = namespace
     if concurrency is not None:

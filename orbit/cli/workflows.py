@@ -24,7 +24,7 @@ from .output import (
     print_list,
     table,
 )
-from .remote import DEFAULT_SERVER, Namespace, Reason, Server, Token, remote
+from .remote import Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Publish workflow definitions; start, signal, pause, resume, cancel and inspect "
@@ -130,7 +130,7 @@ def publish(
     ] = None,
     reason: Reason = "",
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -163,7 +163,7 @@ def start(
         float | None, typer.Option(help="Wait up to this many seconds for it to finish.")
     ] = None,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -185,7 +185,7 @@ def start(
 def get(
     workflow_id: WorkflowId,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -201,7 +201,7 @@ def list_(
     state: Annotated[str | None, typer.Option(help="Only this state.")] = None,
     definition: Annotated[str | None, typer.Option(help="Only this definition.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many (newest first).")] = 50,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -228,7 +228,7 @@ def signal(
         str | None, typer.Option("--signal-id", help="Your id: sending it again is a replay.")
     ] = None,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:
@@ -251,7 +251,7 @@ def _control_command(action: str, help_text: str) -> None:
         workflow_id: WorkflowId,
         reason: ControlReason = "",
         namespace: Namespace = None,
-        server: Server = DEFAULT_SERVER,
+        server: Server = None,
         token: Token = None,
         output: Output = OutputFormat.TABLE,
     ) -> None:
@@ -276,7 +276,7 @@ _control_command(
 def history(
     workflow_id: WorkflowId,
     namespace: Namespace = None,
-    server: Server = DEFAULT_SERVER,
+    server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
 ) -> None:

@@ -119,9 +119,13 @@ class Worker:
             ttl = max(ttl, int(heartbeat_interval * 3) + 1)
         self.session_ttl_seconds = min(ttl, 3600)
         self.batch_linger = batch_linger
+        bearer = resolve_token(token)
+        #: Requests carry a token (given here or from ORBIT_TOKEN); without one the server
+        #: refuses every call.
+        self.has_token = bearer is not None
         http, direct = sync_http(
             self.server,
-            default_headers(resolve_token(token)),
+            default_headers(bearer),
             timeout,
             transport,
             # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long

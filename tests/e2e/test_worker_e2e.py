@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, Worker
 
-from .conftest import Tenant, short_lease_queue, wait_until
+from .conftest import ORBIT, Tenant, short_lease_queue, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -172,3 +173,36 @@ def test_cancelling_a_running_task_reaches_its_handler_and_ends_cancelled(
         done = client.wait(tenant.namespace, task.id, timeout=30)
     assert done.state == "CANCELLED"
     assert lines(tmp_path, "cancellable-saw-cancel") == [task.id]
+
+
+def test_orbit_worker_runs_a_module_whose_worker_names_its_own_server_and_token(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    """`orbit worker --help`: --server and --token apply to a Worker that does not name its own;
+    one that does needs neither (no ORBIT_TOKEN, no ORBIT_SERVER in the environment)."""
+    (tmp_path / "own_token_worker.py").write_text(
+        "from orbit_sdk import Worker\n"
+        f"worker = Worker({tenant.server.url!r}, token={tenant.token!r})\n"
+        "@worker.handler('own.echo')\n"
+        "def echo(ctx, params):\n"
+        "    return params\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    log = tmp_path / "worker.log"
+    with log.open("wb") as sink:
+        worker = subprocess.Popen(
+            [ORBIT, "worker", "own_token_worker:worker"],
+            env={**env, "PYTHONPATH": str(tmp_path)},
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        with Client(tenant.server.url, token=tenant.token) as client:
+            task = client.submit(tenant.namespace, handler="own.echo", params={"x": 1})
+            done = client.wait(tenant.namespace, task.id, timeout=60)
+        assert (done.state, done.result) == ("SUCCEEDED", {"x": 1}), log.read_text()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+    assert worker.returncode == 0, log.read_text()
