@@ -1,18 +1,17 @@
 """The handlers of the order-fulfilment workflow (examples/manifests/workflowdefinition-order.yaml):
-`orbit worker examples.workflows.worker:worker`, or `orbit dev --worker …` to run it in-process.
+`orbit worker examples.workflows.worker:worker`, or
+`orbit dev --worker examples.workflows.worker:worker` to run it in-process.
 Each step of the workflow is an ordinary Orbit task; the poll step calls `orders.track` once per
 round until the parcel is delivered (here: from the third round on)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from orbit_sdk import Worker
 
-worker = Worker(
-    namespace=os.environ.get("ORBIT_NAMESPACE", "shop"), queues=["default"], concurrency=8
-)
+# No namespace: the worker serves its token's own (the server says which).
+worker = Worker(queues=["default"], concurrency=8)
 
 
 @worker.handler("orders.reserve")

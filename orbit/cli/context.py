@@ -12,7 +12,7 @@ import typer
 
 from . import contexts
 from .exits import ExitCode
-from .output import NONE, Output, OutputFormat, document, print_fields, table
+from .output import NONE, Output, OutputFormat, document, print_fields, refuse_id, table
 from .remote import fail
 
 app = typer.Typer(
@@ -46,6 +46,7 @@ def show(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Show a context: where commands go when no flag or environment variable says."""
+    refuse_id(output, "orbit context show")
     config = _config()
     try:
         chosen = config.get(name) if name else contexts.active()
@@ -69,6 +70,7 @@ def show(
 @app.command("list")
 def list_(output: Output = OutputFormat.TABLE) -> None:
     """List contexts; the current one is marked with *."""
+    refuse_id(output, "orbit context list")
     config = _config()
     entries = [{"name": c.name, **c.as_entry()} for c in config.contexts.values()]
     if output.is_document:

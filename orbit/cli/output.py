@@ -3,7 +3,8 @@
 ``json`` and ``yaml`` print exactly what the API answered (a list as the API's page shape,
 ``{"items": [...], "next_page_token": ...}``), so scripts can move between the CLI and the HTTP
 API without renaming anything. ``table`` is aligned plain text like kubectl's (easy to ``grep``
-and ``awk``); ``wide`` adds columns. Headers are the API's field names in capitals.
+and ``awk``); ``wide`` adds columns. Headers are the API's field names in capitals. ``id``
+prints each object's id (or name) alone on a line, as kubectl's ``-o name``, for ``$(…)``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class OutputFormat(enum.StrEnum):
     WIDE = "wide"
     JSON = "json"
     YAML = "yaml"
+    ID = "id"
 
     @property
     def is_document(self) -> bool:
@@ -37,9 +39,28 @@ Output = Annotated[
         "--output",
         "-o",
         case_sensitive=False,
-        help="table, wide (more columns), json or yaml (the API's field names).",
+        help="table, wide (more columns), json or yaml (the API's field names), or id (each "
+        "object's id or name alone on a line).",
     ),
 ]
+
+
+def identity(item: Any) -> str:
+    """An object's id, or its name when it has none."""
+    data = item if isinstance(item, dict) else None
+    for key in ("id", "name"):
+        value = data.get(key) if data is not None else getattr(item, key, None)
+        if value:
+            return str(value)
+    raise ValueError(f"{type(item).__name__} has no id or name")
+
+
+def refuse_id(fmt: OutputFormat, what: str) -> None:
+    """For commands that print no objects: ``-o id`` is an error, not silently a table."""
+    if fmt is OutputFormat.ID:
+        raise typer.BadParameter(
+            f"{what} has no ids to print; use table, wide, json or yaml", param_hint="--output"
+        )
 
 
 @dataclass(frozen=True)
@@ -123,6 +144,10 @@ def print_list(
         data = {"items": [plain(i) for i in items], "next_page_token": next_page_token}
         typer.echo(document(data, fmt))
         return
+    if fmt is OutputFormat.ID:
+        for item in items:
+            typer.echo(identity(item))
+        return
     if not items:
         typer.echo(empty, err=True)
         return
@@ -143,6 +168,10 @@ def print_rows(
         for item in items:
             typer.echo("---\n" + document(plain(item), fmt))
         return
+    if fmt is OutputFormat.ID:
+        for item in items:
+            typer.echo(identity(item))
+        return
     shown = columns_for(columns, fmt)
     lines = table([c.header for c in shown], rows(items, shown)).splitlines()
     typer.echo("\n".join(lines if header else lines[1:]))
@@ -159,5 +188,7 @@ def print_item(item: Any, fmt: OutputFormat, describe: Callable[[Any, bool], Non
     """One object: the API's document, else ``describe(item, wide)``."""
     if fmt.is_document:
         typer.echo(document(plain(item), fmt))
+    elif fmt is OutputFormat.ID:
+        typer.echo(identity(item))
     else:
         describe(item, fmt is OutputFormat.WIDE)

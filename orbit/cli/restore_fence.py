@@ -13,7 +13,7 @@ import typer
 
 from .exits import ExitCode
 from .options import Actor, DatabaseUrl, default_actor, store_engine
-from .output import Output, OutputFormat, document, table
+from .output import Output, OutputFormat, document, refuse_id, table
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
     from orbit_store.fencing import FenceState, RestoreFence
@@ -48,6 +48,7 @@ def restore_fence(
     from orbit_store.fencing import fence_history, fence_state, reopen_dispatch
     from orbit_store.restore_fence import restore_fence as run_fence
 
+    refuse_id(output, "orbit admin restore-fence")
     if status and reopen:
         _usage("--status and --reopen exclude each other")
     if not status and not (reason or "").strip():

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .options import DatabaseUrl, store_engine
-from .output import Output, OutputFormat, document, table
+from .output import Output, OutputFormat, document, refuse_id, table
 from .timeflags import parse_utc
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
@@ -32,6 +32,7 @@ def inventory(
     nothing is deleted, and the counts are not a licence to delete."""
     from orbit_store.retention import retention_inventory
 
+    refuse_id(output, "orbit admin retention inventory")
     cutoff = parse_utc(before, "--before")
     engine = store_engine(database_url)
     try:

@@ -17,7 +17,17 @@ from orbit_store.schedules.model import InvalidSchedule
 
 from .exits import ExitCode
 from .inputs import read_json
-from .output import Column, Output, OutputFormat, document, plain, print_fields, print_list, table
+from .output import (
+    Column,
+    Output,
+    OutputFormat,
+    document,
+    plain,
+    print_fields,
+    print_list,
+    refuse_id,
+    table,
+)
 from .remote import Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
@@ -137,6 +147,9 @@ SCHEDULE_COLUMNS = [
 def _print(schedule: Schedule, output: OutputFormat) -> None:
     if output.is_document:
         typer.echo(document(plain(schedule), output))
+        return
+    if output is OutputFormat.ID:
+        typer.echo(schedule.name)
         return
     zone = schedule.time_zone
     print_fields(
@@ -332,6 +345,7 @@ def preview(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Print the next fire instants in UTC and in the zone's local time (no server needed)."""
+    refuse_id(output, "orbit schedule preview")
     after = parse_instant(from_, "--from") or dt.datetime.now(dt.UTC)
     try:
         expression = crons.parse(cron, time_zone)

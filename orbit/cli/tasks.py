@@ -22,7 +22,7 @@ from . import paging, task_bulk
 from .exits import ExitCode, for_state
 from .inputs import read_json
 from .interrupt import CtrlC
-from .output import Output, OutputFormat, plain, print_item, print_list, print_rows
+from .output import Output, OutputFormat, plain, print_item, print_list, print_rows, refuse_id
 from .remote import Namespace, Reason, Remote, Server, Token, remote
 from .task_views import TASK_COLUMNS, describe_task, event_line
 
@@ -240,6 +240,7 @@ def watch(
 ) -> None:
     """Print a task's state changes as they happen, until it settles; the exit code says how
     it ended (0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 NEEDS_REVIEW, 13 timed out)."""
+    refuse_id(output, "orbit task watch (it prints events)")
     deadline = None if timeout is None else time.monotonic() + timeout
     shown = 0
     with remote(server, token, namespace, OPTIONS) as r:

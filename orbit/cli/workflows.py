@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from orbit_sdk import Workflow, WorkflowDetail
+from orbit_sdk import TimeoutExpired, Workflow, WorkflowDetail
 
-from .exits import ExitCode
+from .exits import ExitCode, for_state
 from .inputs import read_json
 from .output import (
     Column,
@@ -70,6 +70,9 @@ def _print_workflow(workflow: Workflow, output: OutputFormat) -> None:
     if output.is_document:
         typer.echo(document(plain(workflow), output))
         return
+    if output is OutputFormat.ID:
+        typer.echo(workflow.id)
+        return
     names = ["id", "definition", "version", "start_key", "state", "paused", "created_at"]
     names += [n for n in ("finished_at", "output", "error") if getattr(workflow, n) is not None]
     print_fields([(name, _text(getattr(workflow, name))) for name in names])
@@ -105,8 +108,8 @@ def _print_steps(detail: WorkflowDetail) -> None:
         typer.echo(f"{detail.pending_continuations} continuation(s) wait for resume")
 
 
-def _load_spec(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """A bare spec, or a WorkflowDefinition manifest (its name and spec)."""
+def _load_spec(path: Path) -> tuple[str | None, str | None, dict[str, Any]]:
+    """A bare spec, or a WorkflowDefinition manifest (its name, namespace and spec)."""
     try:
         doc = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -116,8 +119,9 @@ def _load_spec(path: Path) -> tuple[str | None, dict[str, Any]]:
         typer.echo(f"error: {path} is not a YAML/JSON object", err=True)
         raise typer.Exit(ExitCode.USAGE)
     if doc.get("kind") == "WorkflowDefinition":
-        return (doc.get("metadata") or {}).get("name"), doc.get("spec") or {}
-    return None, doc
+        metadata = doc.get("metadata") or {}
+        return metadata.get("name"), metadata.get("namespace"), doc.get("spec") or {}
+    return None, None, doc
 
 
 @app.command()
@@ -135,16 +139,27 @@ def publish(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Publish a definition: a new immutable version when the spec changed (audited), else
-    nothing."""
-    manifest_name, spec = _load_spec(file)
+    nothing. A manifest's metadata.namespace is where it goes (as with kubectl apply); a
+    --namespace that contradicts it is an error."""
+    manifest_name, manifest_namespace, spec = _load_spec(file)
     chosen = name or manifest_name
     if not chosen:
         typer.echo("error: give --name (the file is a bare spec without a name)", err=True)
         raise typer.Exit(ExitCode.USAGE)
-    with remote(server, token, namespace) as r:
+    if manifest_namespace and namespace and manifest_namespace != namespace:
+        typer.echo(
+            f"error: {file} declares namespace {manifest_namespace!r} but --namespace (or "
+            f"ORBIT_NAMESPACE) says {namespace!r}: remove one of them",
+            err=True,
+        )
+        raise typer.Exit(ExitCode.USAGE)
+    with remote(server, token, manifest_namespace or namespace) as r:
         result = r.client.publish_workflow(r.namespace, chosen, spec, reason)
     if output.is_document:
         typer.echo(document(plain(result), output))
+        return
+    if output is OutputFormat.ID:
+        typer.echo(result.name)
         return
     what = "published" if result.changed else "unchanged:"
     digest = next(v.digest for v in result.versions if v.version == result.published_version)
@@ -195,6 +210,31 @@ def get(
     _print_workflow(workflow, output)
 
 
+@app.command()
+def wait(
+    workflow_id: WorkflowId,
+    timeout: Annotated[float, typer.Option(help="Give up after this many seconds (exit 13).")] = 60,
+    namespace: Namespace = None,
+    server: Server = None,
+    token: Token = None,
+    output: Output = OutputFormat.TABLE,
+) -> None:
+    """Wait until a workflow ends, then show it; the exit code says how it ended (0 SUCCEEDED,
+    10 FAILED, 11 CANCELLED, 13 still running when the time ran out)."""
+    with remote(server, token, namespace) as r:
+        try:
+            workflow = r.client.wait_workflow(r.namespace, workflow_id, timeout)
+        except TimeoutExpired as exc:
+            typer.echo(
+                f"error: workflow {workflow_id} is still running after {timeout:g}s; it keeps "
+                f"going (look again with: orbit workflow get {workflow_id})",
+                err=True,
+            )
+            raise typer.Exit(ExitCode.STILL_RUNNING) from exc
+    _print_workflow(workflow, output)
+    raise typer.Exit(for_state(workflow.state))
+
+
 @app.command("list")
 def list_(
     namespace: Namespace = None,
@@ -240,6 +280,9 @@ def signal(
         )
     if output.is_document:
         typer.echo(document(plain(result), output))
+        return
+    if output is OutputFormat.ID:
+        typer.echo(result.signal_id)
         return
     taken = f" by step {result.consumed_by_step}" if result.consumed_by_step else ""
     replay = " (replay)" if result.replayed else ""

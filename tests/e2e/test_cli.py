@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
@@ -11,7 +12,15 @@ import sqlalchemy as sa
 from orbit.api.auth import CACHE_SECONDS
 from orbit_store.schema import task_events
 
-from .conftest import ORBIT, ROOT, Server, Tenant, report_unknown_outcome, wait_until
+from .conftest import (
+    ORBIT,
+    ROOT,
+    Server,
+    Tenant,
+    make_tenant,
+    report_unknown_outcome,
+    wait_until,
+)
 
 
 def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -166,3 +175,32 @@ def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
         env=env,
     )
     assert json.loads(retried.stdout)["retry_of"] == task_id, retried.stderr
+
+
+def test_workflow_publish_honours_the_manifests_namespace_and_refuses_a_contradiction(
+    server: Server, mariadb_engine: sa.Engine, tmp_path: Path
+) -> None:
+    """A manifest's metadata.namespace is where `workflow publish -f` publishes (as `orbit
+    apply` and kubectl do), never silently another; a --namespace that contradicts it is exit 2."""
+    import yaml
+
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    doc = yaml.safe_load((ROOT / "examples/manifests/workflowdefinition-order.yaml").read_text())
+    doc["metadata"]["namespace"] = tenant.namespace
+    manifest = tmp_path / "order.yaml"
+    manifest.write_text(yaml.safe_dump(doc))
+    env = {k: v for k, v in tenant.env().items() if k != "ORBIT_NAMESPACE"}
+    published = orbit("workflow", "publish", "-f", str(manifest), "-o", "id", env=env)
+    assert published.returncode == 0, published.stderr
+    assert published.stdout.strip() == "order-fulfilment"
+    shown = httpx.get(
+        f"{tenant.server.url}/v1/namespaces/{tenant.namespace}/workflow-definitions/order-fulfilment",
+        headers=tenant.headers,
+    )
+    assert shown.status_code == 200, shown.text
+    contradicted = orbit("workflow", "publish", "-f", str(manifest), "-n", "elsewhere", env=env)
+    assert contradicted.returncode == 2
+    assert (
+        f"declares namespace {tenant.namespace!r} but --namespace (or ORBIT_NAMESPACE) says "
+        "'elsewhere'" in contradicted.stderr
+    )

@@ -108,8 +108,8 @@ def test_dev_applies_manifests_from_a_folder_at_start(tmp_path: Path) -> None:
     with engine.connect() as conn:
         names = conn.exec_driver_sql("SELECT namespace, name FROM queues").all()
     engine.dispose()
-    assert [tuple(r) for r in names] == [("shop", "checkout")]
-    assert "Queue/shop/checkout configured" in (dev.stderr.read().decode() if dev.stderr else "")
+    assert [tuple(r) for r in names] == [("dev", "checkout")]  # the manifests name none
+    assert "Queue/dev/checkout configured" in (dev.stderr.read().decode() if dev.stderr else "")
 
 
 def test_dev_on_a_busy_port_says_so_in_one_line_and_exits_5(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_examples_through_the_operator_match_orbit_apply(
 ) -> None:
     token = random.token_hex(24)
     docs = examples()
-    example_namespace = docs[0]["metadata"]["namespace"]  # type: ignore[index]
+    example_namespace = "shop"  # the examples name none: apply's default_namespace places them
     secret_name = next(d for d in docs if d["kind"] == "Credential")["spec"]["secretRef"]["name"]  # type: ignore[index]
 
     # orbit apply, on a fresh MariaDB database and on a fresh SQLite file (orbit dev).
@@ -60,7 +60,7 @@ def test_examples_through_the_operator_match_orbit_apply(
         fresh = create_store_engine(url)
         try:
             migrate.upgrade(fresh)
-            apply_manifests(fresh, [EXAMPLES, secret_file])
+            apply_manifests(fresh, [EXAMPLES, secret_file], default_namespace=example_namespace)
             with fresh.connect() as conn:
                 by_backend[backend] = declared_rows(conn, example_namespace)
         finally:

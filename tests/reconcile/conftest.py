@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
@@ -17,3 +19,18 @@ def store(any_empty_url: str) -> Iterator[sa.Engine]:
     migrate.upgrade(engine)
     yield engine
     engine.dispose()
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "manifests"
+
+
+def copy_examples(target: Path, namespace: str = "shop", only: str = "*.yaml") -> Path:
+    """The example manifests in ``target``, placed in ``namespace`` (they name none: kubectl or
+    `orbit apply` puts them in their own default namespace)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(EXAMPLES.glob(only)):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["namespace"] = namespace
+        (target / path.name).write_text(yaml.safe_dump_all(docs))
+    return target

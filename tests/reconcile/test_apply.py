@@ -15,6 +15,8 @@ from orbit.reconcile.manifests import ManifestError
 from orbit_store.credentials import authenticate
 from orbit_store.schema import credentials, queues, quotas
 
+from .conftest import copy_examples
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "manifests"
 TOKEN = "orb_example_token_0123456789abcdef"
@@ -31,7 +33,7 @@ def secret(name: str, token: str, namespace: str = "shop") -> str:
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     target = tmp_path / "manifests"
-    shutil.copytree(EXAMPLES, target)
+    copy_examples(target)
     (target / "secret.yaml").write_text(secret("checkout-worker-token", TOKEN))
     return target
 

@@ -4,7 +4,6 @@ transaction as the change: who, what, which resource at which generation, digest
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,8 @@ from orbit.reconcile.kinds import KINDS
 from orbit.reconcile.manifests import read
 from orbit_store.schema import audit_log, queues
 
+from .conftest import copy_examples
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "manifests"
 TOKEN = "orb_example_token_0123456789abcdef"
@@ -27,7 +28,7 @@ runner = CliRunner()
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     target = tmp_path / "manifests"
-    shutil.copytree(EXAMPLES, target)
+    copy_examples(target)
     (target / "secret.yaml").write_text(
         "apiVersion: v1\nkind: Secret\nmetadata: {name: checkout-worker-token, namespace: shop}\n"
         f"stringData: {{token: {TOKEN}}}\n"

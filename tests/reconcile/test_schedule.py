@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ from orbit.reconcile.manifests import ManifestError
 from orbit.reconcile.resource import InvalidSpec, Resource
 from orbit_store.db import run_transaction
 from orbit_store.schema import schedules
+
+from .conftest import copy_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "manifests" / "schedule-nightly-report.yaml"
@@ -35,7 +36,7 @@ def row(engine: sa.Engine, name: str = "sync") -> sa.Row:  # type: ignore[type-a
 
 
 def test_apply_declares_the_example_schedule(store: sa.Engine, tmp_path: Path) -> None:
-    shutil.copy(EXAMPLE, tmp_path)
+    copy_examples(tmp_path, only=EXAMPLE.name)
     [line] = apply_manifests(store, [tmp_path])
     assert (line.ref, line.action) == ("Schedule/shop/nightly-report", "configured")
     assert line.detail.startswith("next fire ") and "CE" in line.detail  # CET or CEST

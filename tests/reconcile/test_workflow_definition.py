@@ -21,6 +21,7 @@ EXAMPLE = ROOT / "examples" / "manifests" / "workflowdefinition-order.yaml"
 
 def manifest(tmp_path: Path, **spec_changes: object) -> Path:
     doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["metadata"]["namespace"] = "shop"
     doc["spec"].update(spec_changes)
     path = tmp_path / "order.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -35,10 +36,10 @@ def versions(store: sa.Engine) -> list[tuple[int, str]]:
 
 
 def test_apply_publishes_a_version_per_spec_change(store: sa.Engine, tmp_path: Path) -> None:
-    (line,) = apply_manifests(store, [EXAMPLE])
+    (line,) = apply_manifests(store, [EXAMPLE], default_namespace="shop")
     assert (line.ref, line.action) == ("WorkflowDefinition/shop/order-fulfilment", "configured")
     assert line.detail.startswith("version 1 (sha256 ")
-    (again,) = apply_manifests(store, [EXAMPLE])
+    (again,) = apply_manifests(store, [EXAMPLE], default_namespace="shop")
     assert again.action == "unchanged"
     (changed,) = apply_manifests(store, [manifest(tmp_path, description="v2")])
     assert changed.action == "configured"
@@ -49,6 +50,7 @@ def test_a_spec_weave_cannot_run_is_refused_before_writing(
     store: sa.Engine, tmp_path: Path
 ) -> None:
     doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["metadata"]["namespace"] = "shop"
     doc["spec"]["steps"][1]["dependsOn"] = ["reserv"]
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(doc))
@@ -60,7 +62,7 @@ def test_a_spec_weave_cannot_run_is_refused_before_writing(
 
 
 def test_pruning_withdraws_the_definition(store: sa.Engine, tmp_path: Path) -> None:
-    apply_manifests(store, [EXAMPLE])
+    apply_manifests(store, [EXAMPLE], default_namespace="shop")
     empty = tmp_path / "empty"
     empty.mkdir()
     (pruned,) = apply_manifests(store, [empty], prune=True, prune_namespaces=["shop"])
