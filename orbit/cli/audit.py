@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from . import timeflags
 from .exits import ExitCode
 from .inputs import storable_json
 from .options import Actor, DatabaseUrl, default_actor, store_engine
@@ -51,8 +52,10 @@ ResourceFilter = Annotated[
     str | None,
     typer.Option("--resource", help="KIND or KIND/ID, e.g. task/0193… or Queue/checkout."),
 ]
-Since = Annotated[str | None, typer.Option(help="From this UTC instant (inclusive), ISO 8601.")]
-Until = Annotated[str | None, typer.Option(help="Before this UTC instant, ISO 8601.")]
+Since = Annotated[
+    str | None, typer.Option(help=f"From this instant (inclusive): {timeflags.HELP}.")
+]
+Until = Annotated[str | None, typer.Option(help=f"Before this instant: {timeflags.HELP}.")]
 
 
 def _query(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from . import timeflags
 from .options import DatabaseUrl, store_engine
 from .output import Output, OutputFormat, document, refuse_id, table
 from .timeflags import parse_utc
@@ -20,9 +21,7 @@ app = typer.Typer(help="Retention: count what is old, delete nothing.", no_args_
 @app.command()
 def inventory(
     database_url: DatabaseUrl,
-    before: Annotated[
-        str, typer.Option(help="The UTC cutoff, ISO 8601 with Z: e.g. 2026-01-01T00:00:00Z.")
-    ],
+    before: Annotated[str, typer.Option(help=f"The cutoff: {timeflags.HELP}.")],
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Only this namespace (default: all).")
     ] = None,

@@ -15,6 +15,7 @@ from orbit_sdk import Schedule
 from orbit_store.schedules import cron as crons
 from orbit_store.schedules.model import InvalidSchedule
 
+from . import timeflags
 from .exits import ExitCode
 from .inputs import read_json
 from .output import (
@@ -59,21 +60,14 @@ Misfire = Annotated[
 ]
 CatchUp = Annotated[int | None, typer.Option(help="CatchUp fires at most this many.")]
 Instant = Annotated[
-    str | None, typer.Option(help="ISO 8601 instant (UTC unless it has an offset).")
+    str | None, typer.Option(help=f"{timeflags.HELP[0].upper()}{timeflags.HELP[1:]}.")
 ]
 Suspend = Annotated[bool | None, typer.Option("--suspend/--no-suspend", help="Created suspended.")]
 
 
 def parse_instant(value: str | None, option: str) -> dt.datetime | None:
-    """An ISO 8601 instant as an aware UTC datetime; exit 2 with a one-line error if not one."""
-    if value is None:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError as exc:
-        typer.echo(f"error: {option}: {value!r} is not an ISO 8601 instant", err=True)
-        raise typer.Exit(ExitCode.USAGE) from exc
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
+    """An instant as an aware UTC datetime (timeflags.py); exit 2 with the fix if not one."""
+    return None if value is None else timeflags.parse_instant(value, option)
 
 
 def utc(value: dt.datetime | None) -> str:
@@ -339,7 +333,7 @@ def preview(
     time_zone: Annotated[str, typer.Option("--time-zone", help="IANA zone.")] = "UTC",
     from_: Annotated[
         str | None,
-        typer.Option("--from", help="Start after this ISO 8601 instant (default: now)."),
+        typer.Option("--from", help=f"Start after this instant (default: now): {timeflags.HELP}."),
     ] = None,
     count: Annotated[int, typer.Option(min=1, max=1000, help="How many instants.")] = 10,
     output: Output = OutputFormat.TABLE,
