@@ -7,6 +7,7 @@ there is one), and the exit code from exits.py. No tracebacks for answers a user
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
@@ -67,6 +68,15 @@ def fail(message: str, code: ExitCode) -> NoReturn:
     raise typer.Exit(code)
 
 
+def in_cli_terms(text: str, options: Mapping[str, str]) -> str:
+    """The server's words with the API's ``field=value`` as this command's option: a person
+    typed ``--execution-ended``, not ``execution_ended=true``."""
+    for field, option in options.items():
+        text = re.sub(rf"\b{re.escape(field)}=true\b", option, text)
+        text = re.sub(rf"\b{re.escape(field)}=(?=\S)", f"{option} ", text)
+    return text
+
+
 def report(exc: OrbitError, options: Mapping[str, str] | None = None, server: str = "") -> NoReturn:
     """Print an SDK error for a person and exit with its code. ``options`` maps the API's field
     names to this command's options (``{"page_size": "--limit"}``)."""
@@ -77,7 +87,7 @@ def report(exc: OrbitError, options: Mapping[str, str] | None = None, server: st
     else:
         head = problem.title if exc.client_side else f"{problem.title} ({problem.status})"
         if problem.detail:
-            head += f": {problem.detail}"
+            head += f": {in_cli_terms(problem.detail, options or {})}"
         hint = "pass --token or set ORBIT_TOKEN" if isinstance(exc, Unauthorized) else ""
     typer.echo(f"error: {head}", err=True)
     for field, message in field_errors(problem):

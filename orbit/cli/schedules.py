@@ -36,6 +36,23 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+#: The API's field names → this module's options, so errors name what to change.
+OPTIONS = {
+    "cron": "--cron",
+    "time_zone": "--time-zone",
+    "handler": "--handler",
+    "queue": "--queue",
+    "params": "--params",
+    "concurrency_policy": "--concurrency-policy",
+    "starting_deadline_seconds": "--starting-deadline-seconds",
+    "misfire_policy": "--misfire-policy",
+    "catch_up_limit": "--catch-up-limit",
+    "start_at": "--start-at",
+    "end_at": "--end-at",
+    "suspend": "--suspend",
+    "reason": "--reason",
+}
+
 Name = Annotated[str, typer.Argument(help="Schedule name (a DNS label).")]
 Cron = Annotated[
     str | None,
@@ -206,7 +223,7 @@ def create(
         end_at=end_at,
         suspend=suspend,
     )
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         created = r.client.create_schedule(r.namespace, name, reason=reason, **spec)
     _print(created, output)
 
@@ -246,7 +263,7 @@ def update(
         end_at=end_at,
     )
 
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         current = r.client.get_schedule(r.namespace, name, occurrences=0)
         spec = {**_spec_of(current), **changes}
         updated = r.client.update_schedule(
@@ -265,7 +282,7 @@ def get(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Show a schedule: last and next fire (UTC and local) and its recent occurrences."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         schedule = r.client.get_schedule(r.namespace, name, occurrences)
     _print(schedule, output)
 
@@ -278,7 +295,7 @@ def list_(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """List schedules by name."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         page = r.client.list_schedules(r.namespace)
     print_list(page.items, SCHEDULE_COLUMNS, output, empty="no schedules")
 
@@ -293,7 +310,7 @@ def suspend(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Suspend: nothing fires until resumed (missed instants are not caught up; audited)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         suspended = r.client.suspend_schedule(r.namespace, name, reason)
     _print(suspended, output)
 
@@ -308,7 +325,7 @@ def resume(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Resume from now (audited)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         resumed = r.client.resume_schedule(r.namespace, name, reason)
     _print(resumed, output)
 
@@ -322,7 +339,7 @@ def delete(
     token: Token = None,
 ) -> None:
     """Delete a schedule (audited; its occurrences stay as history, its tasks are left alone)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         r.client.delete_schedule(r.namespace, name, reason)
     typer.echo(f"schedule {name} deleted")
 

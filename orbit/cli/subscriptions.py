@@ -36,6 +36,20 @@ SUBSCRIPTION_COLUMNS = [
 ]
 
 
+#: The API's field names → this module's options, so errors name what to change.
+OPTIONS = {
+    "mode": "--mode",
+    "queues": "--queue",
+    "handlers": "--handler",
+    "outcomes": "--outcome",
+    "url": "--url",
+    "secret_ref": "--secret-ref",
+    "max_attempts": "--max-attempts",
+    "reason": "--reason",
+    "discard_undelivered": "--discard-undelivered",
+}
+
+
 @app.command()
 def put(
     name: Name,
@@ -70,7 +84,7 @@ def put(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Create or update a subscription (admin role; audited)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         sub = r.client.put_subscription(
             r.namespace,
             name,
@@ -97,7 +111,7 @@ def list_(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """List subscriptions with their deliveries per state."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         subs = r.client.list_subscriptions(r.namespace)
     print_list(subs, SUBSCRIPTION_COLUMNS, output, empty="no subscriptions")
 
@@ -115,7 +129,7 @@ def delete(
     token: Token = None,
 ) -> None:
     """Delete a subscription (refused while deliveries are undelivered unless told; audited)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         removed = r.client.delete_subscription(
             r.namespace, name, reason=reason, discard_undelivered=discard_undelivered
         )
@@ -131,7 +145,7 @@ def redrive(
     token: Token = None,
 ) -> None:
     """Send PARKED deliveries again with a fresh attempt budget (admin role; audited)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         count = r.client.redrive_subscription(r.namespace, name, reason=reason)
     typer.echo(f"redriven {count} parked deliveries of {name!r}")
 
@@ -147,7 +161,7 @@ def pull(
     token: Token = None,
 ) -> None:
     """Pull events of a pull subscription as JSON lines (and acknowledge them with --ack)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         batch = r.client.pull_events(
             r.namespace, name, limit=limit, ack_deadline_seconds=ack_deadline
         )

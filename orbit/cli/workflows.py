@@ -32,6 +32,21 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+#: The API's field names → this module's options, so errors name what to change.
+OPTIONS = {
+    "input": "--input",
+    "start_key": "--key",
+    "version": "--version",
+    "payload": "--payload",
+    "signal_id": "--signal-id",
+    "reason": "--reason",
+    "state": "--state",
+    "definition": "--definition",
+    "page_size": "--limit",
+    "spec": "--file",
+    "name": "--name",
+}
+
 WorkflowId = Annotated[str, typer.Argument(help="Workflow id.")]
 ControlReason = Annotated[str, typer.Option(help="Why (recorded in the history and audit log).")]
 
@@ -153,7 +168,7 @@ def publish(
             err=True,
         )
         raise typer.Exit(ExitCode.USAGE)
-    with remote(server, token, manifest_namespace or namespace) as r:
+    with remote(server, token, manifest_namespace or namespace, OPTIONS) as r:
         result = r.client.publish_workflow(r.namespace, chosen, spec, reason)
     if output.is_document:
         typer.echo(document(plain(result), output))
@@ -184,7 +199,7 @@ def start(
 ) -> None:
     """Start a workflow. Re-running with the same --key returns the same workflow."""
     parsed = _json_option(input, "--input")
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         workflow: Workflow = r.client.start_workflow(
             r.namespace, definition, input=parsed, start_key=key, version=version
         )
@@ -205,7 +220,7 @@ def get(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Show a workflow: each step's state, activations, task and where it is."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         workflow = r.client.get_workflow(r.namespace, workflow_id)
     _print_workflow(workflow, output)
 
@@ -221,7 +236,7 @@ def wait(
 ) -> None:
     """Wait until a workflow ends, then show it; the exit code says how it ended (0 SUCCEEDED,
     10 FAILED, 11 CANCELLED, 13 still running when the time ran out)."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         try:
             workflow = r.client.wait_workflow(r.namespace, workflow_id, timeout)
         except TimeoutExpired as exc:
@@ -246,7 +261,7 @@ def list_(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """List workflows, newest first."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         page = r.client.list_workflows(
             r.namespace, state=state, definition=definition, page_size=limit
         )
@@ -274,7 +289,7 @@ def signal(
 ) -> None:
     """Send a signal; it advances only a wait of that name that is active now (else pending)."""
     parsed = _json_option(payload, "--payload")
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         result = r.client.signal_workflow(
             r.namespace, workflow_id, name, parsed, signal_id=signal_id
         )
@@ -298,7 +313,7 @@ def _control_command(action: str, help_text: str) -> None:
         token: Token = None,
         output: Output = OutputFormat.TABLE,
     ) -> None:
-        with remote(server, token, namespace) as r:
+        with remote(server, token, namespace, OPTIONS) as r:
             workflow = getattr(r.client, f"{action}_workflow")(r.namespace, workflow_id, reason)
         _print_workflow(workflow, output)
 
@@ -324,6 +339,6 @@ def history(
     output: Output = OutputFormat.TABLE,
 ) -> None:
     """Every event of the workflow, in order."""
-    with remote(server, token, namespace) as r:
+    with remote(server, token, namespace, OPTIONS) as r:
         events = r.client.workflow_history(r.namespace, workflow_id)
     print_list(events, EVENT_COLUMNS, output, empty="no events")

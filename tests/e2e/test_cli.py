@@ -141,7 +141,9 @@ def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
         str(version["state_version"]),
         env=env,
     )
-    assert refused.returncode == 2 and "execution_ended" in refused.stderr
+    # the option to add, as this command spells it, not the API's field (execution_ended=true)
+    assert refused.returncode == 2 and "(--execution-ended)" in refused.stderr, refused.stderr
+    assert "execution_ended" not in refused.stderr
     reviewed = orbit(
         "task",
         "review",
@@ -161,6 +163,13 @@ def test_task_review_and_retry_from_the_cli(tenant: Tenant) -> None:
     )
     assert json.loads(reviewed.stdout)["state"] == "FAILED", reviewed.stderr
     failed = json.loads(orbit("task", "get", task_id, "-o", "json", env=env).stdout)
+    unsure = orbit(
+        *("task", "retry", task_id, "--reason", "again"),
+        *("--expected-version", str(failed["state_version"])),
+        env=env,
+    )
+    assert unsure.returncode == 2 and "(--safe-to-retry)" in unsure.stderr, unsure.stderr
+    assert "safe_to_retry" not in unsure.stderr
     retried = orbit(
         "task",
         "retry",
@@ -204,3 +213,19 @@ def test_workflow_publish_honours_the_manifests_namespace_and_refuses_a_contradi
         f"declares namespace {tenant.namespace!r} but --namespace (or ORBIT_NAMESPACE) says "
         "'elsewhere'" in contradicted.stderr
     )
+
+
+def test_deleting_a_subscription_with_undelivered_events_names_the_option_to_add(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    env = tenant.env()
+    made = orbit("subscription", "put", "receipts", "--outcome", "CANCELLED", env=env)
+    assert made.returncode == 0, made.stderr
+    task_id = orbit("task", "submit", "--handler", "x", "--delay", "3600", "-o", "id", env=env)
+    assert orbit("task", "cancel", task_id.stdout.strip(), env=env).returncode == 0
+    refused = orbit("subscription", "delete", "receipts", env=env)
+    assert refused.returncode == 1, refused.stderr
+    assert "--discard-undelivered" in refused.stderr and "discard_undelivered" not in refused.stderr
+    deleted = orbit("subscription", "delete", "receipts", "--discard-undelivered", env=env)
+    assert deleted.returncode == 0, deleted.stderr
