@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class StoreError(Exception):
     """Base class of every error raised by ``orbit_store``."""
@@ -46,6 +48,31 @@ class DataRefused(InvalidRequest):
     """The database refused a value of the request (a JSON column's check, text too long for its
     column, a number out of its column's range, text that is not Unicode): nothing was written.
     The request's fault, never an outage; the same request fails the same way again."""
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One problem with one value: where (``("input", "lines", 1)``) and what."""
+
+    loc: tuple[str | int, ...]
+    message: str
+
+    @property
+    def path(self) -> str:
+        """``input.lines[1]``"""
+        text = ""
+        for part in self.loc:
+            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+        return text
+
+
+class InvalidInput(InvalidRequest):
+    """A value fails its schema; ``errors`` lists every problem (not only the first), each with
+    its JSON path, as kubectl lists every field of a refused object."""
+
+    def __init__(self, message: str, errors: list[FieldProblem]) -> None:
+        super().__init__(message)
+        self.errors = errors
 
 
 class QuotaExceeded(StoreError):

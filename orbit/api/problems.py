@@ -147,6 +147,14 @@ def install(app: FastAPI) -> None:
         )
         return problem(503, "unavailable", TRANSIENT_DETAIL, request, request_id=rid)
 
+    @app.exception_handler(store.InvalidInput)
+    async def _invalid_input(request: Request, exc: store.InvalidInput) -> JSONResponse:
+        """Every problem, each where the request's validation errors put theirs."""
+        details = [
+            {"loc": ["body", *e.loc], "msg": e.message, "type": "schema"} for e in exc.errors
+        ]
+        return problem(422, "validation", str(exc), request, errors=details)
+
     @app.exception_handler(store.StoreError)
     async def _store_error(request: Request, exc: store.StoreError) -> JSONResponse:
         status, slug = store_status(exc)

@@ -18,7 +18,13 @@ import jsonschema
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
+from orbit_store.errors import (
+    Conflict,
+    FieldProblem,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+)
 from orbit_store.ids import new_id
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.pulse.gates import create_gate
@@ -176,13 +182,19 @@ def _bind_version(conn: sa.Connection, request: StartRequest) -> tuple[str, str,
 
 
 def _check_input(schema: dict[str, Any] | None, value: Any) -> None:
+    """Every way ``value`` fails the definition's inputSchema, in path order."""
     if schema is None:
         return
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(value)
+    found = sorted(
+        (
+            FieldProblem(("input", *e.absolute_path), e.message)
+            for e in jsonschema.Draft202012Validator(schema).iter_errors(value)
+        ),
+        key=lambda p: (p.path, p.message),
     )
-    if error is not None:
-        where = "input" + "".join(
-            f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
+    if found:
+        first = f"{found[0].path}: {found[0].message}"
+        count = "1 problem" if len(found) == 1 else f"{len(found)} problems"
+        raise InvalidInput(
+            f"{count} with the input (the definition's inputSchema); the first: {first}", found
         )
-        raise InvalidRequest(f"{where}: {error.message} (the definition's inputSchema)")

@@ -229,3 +229,23 @@ def test_deleting_a_subscription_with_undelivered_events_names_the_option_to_add
     assert "--discard-undelivered" in refused.stderr and "discard_undelivered" not in refused.stderr
     deleted = orbit("subscription", "delete", "receipts", "--discard-undelivered", env=env)
     assert deleted.returncode == 0, deleted.stderr
+
+
+def test_workflow_input_refused_with_every_problem_each_at_its_json_path(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    env = tenant.env()
+    manifest = str(ROOT / "examples/manifests/workflowdefinition-order.yaml")
+    assert orbit("workflow", "publish", "-f", manifest, env=env).returncode == 0
+    refused = orbit(
+        *("workflow", "start", "order-fulfilment", "--input", '{"order": "seven", "amount": -1}'),
+        env=env,
+    )
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.splitlines()
+    assert lines[0].startswith("error: The request is not valid (422): 2 problems with the input")
+    assert lines[1:] == [
+        "  --input (input.amount): -1 is less than the minimum of 0",
+        "  --input (input.order): 'seven' is not of type 'integer'",
+    ]

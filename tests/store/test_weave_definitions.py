@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
+from orbit_store.errors import Conflict, IdempotencyConflict, InvalidInput, InvalidRequest, NotFound
 from orbit_store.weave.definitions import get_definition, publish_definition, retire_definition
 from orbit_store.weave.spec import InvalidDefinition, parse
 
@@ -166,3 +166,27 @@ def test_a_declared_definition_is_its_resources_until_withdrawn(weave: WeaveDriv
 
     weave.tx(lambda conn: retire_definition(conn, namespace=weave.namespace, name="flow"))
     assert weave.publish("flow", V2).version == 2
+
+
+def test_every_input_problem_is_reported_each_with_its_json_path(weave: WeaveDriver) -> None:
+    schema = {
+        "type": "object",
+        "required": ["order", "amount"],
+        "properties": {
+            "order": {"type": "integer"},
+            "amount": {"type": "number", "minimum": 0},
+            "lines": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    weave.publish("flow", {**V1, "inputSchema": schema})
+    with pytest.raises(InvalidInput) as refused:
+        weave.start_workflow("flow", {"order": "seven", "amount": -1, "lines": ["a", 2]})
+    assert [(e.path, e.message) for e in refused.value.errors] == [
+        ("input.amount", "-1 is less than the minimum of 0"),
+        ("input.lines[1]", "2 is not of type 'string'"),
+        ("input.order", "'seven' is not of type 'integer'"),
+    ]
+    assert str(refused.value).startswith("3 problems with the input")
+    with pytest.raises(InvalidInput) as missing:
+        weave.start_workflow("flow", {})
+    assert [e.path for e in missing.value.errors] == ["input", "input"]  # both required fields
