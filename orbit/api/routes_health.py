@@ -1,12 +1,14 @@
 """Probes and metrics: /healthz (process up), /readyz (database reachable, schema within this
-code's compatibility window), /metrics (Prometheus)."""
+code's compatibility window), /metrics (Prometheus); and / , where a person starts."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from orbit import __version__
 from orbit_store import migrate
 
 from .context import Ctx
@@ -14,6 +16,25 @@ from .problems import problem
 from .routes_tasks import PROBLEMS
 
 router = APIRouter(tags=["health"])
+
+
+#: What GET / points at.
+LINKS = {
+    "docs": "/docs",
+    "redoc": "/redoc",
+    "openapi": "/openapi.json",
+    "health": "/healthz",
+    "ready": "/readyz",
+    "metrics": "/metrics",
+}
+
+
+@router.get("/", summary="Where to start: the API docs and the probes", response_model=None)
+def root(request: Request) -> Response | dict[str, str]:
+    """A browser is sent to the interactive API docs; anything else gets the links as JSON."""
+    if "text/html" in request.headers.get("accept", ""):
+        return RedirectResponse(LINKS["docs"], status_code=307)
+    return {"name": "Orbit", "version": __version__, **LINKS}
 
 
 @router.get("/healthz", summary="The process is up")

@@ -167,6 +167,7 @@ def get(
 @app.command("list")
 def list_(
     queue: Annotated[str | None, typer.Option(help="Only this queue.")] = None,
+    handler: Annotated[str | None, typer.Option(help="Only tasks of this handler.")] = None,
     state: Annotated[
         TaskState | None, typer.Option(case_sensitive=False, help="Only tasks in this state.")
     ] = None,
@@ -188,7 +189,9 @@ def list_(
     with remote(server, token, namespace, OPTIONS) as r:
 
         def fetch(size: int, token: str | None) -> tuple[list[Task], str | None]:
-            page = r.client.list(r.namespace, queue, state_name, page_size=size, page_token=token)
+            page = r.client.list(
+                r.namespace, queue, state_name, page_size=size, page_token=token, handler=handler
+            )
             return list(page.items), page.next_page_token
 
         items, next_token = paging.collect(

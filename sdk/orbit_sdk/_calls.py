@@ -116,8 +116,15 @@ def list_tasks(
     state: str | None = None,
     page_size: int = 50,
     page_token: str | None = None,
+    handler: str | None = None,
 ) -> Call:
-    params = {"queue": queue, "state": state, "page_size": page_size, "page_token": page_token}
+    params = {
+        "queue": queue,
+        "state": state,
+        "handler": handler,
+        "page_size": page_size,
+        "page_token": page_token,
+    }
     return Call("GET", f"{_ns(namespace)}/tasks", params=params)
 
 

@@ -218,9 +218,15 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         state: str | None = None,
         page_size: int = 50,
         page_token: str | None = None,
+        handler: str | None = None,
     ) -> TaskPage:
         call = _calls.list_tasks(
-            namespace, queue=queue, state=state, page_size=page_size, page_token=page_token
+            namespace,
+            queue=queue,
+            state=state,
+            page_size=page_size,
+            page_token=page_token,
+            handler=handler,
         )
         return TaskPage.model_validate(self._transport.send(call).json())
 
@@ -230,11 +236,12 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         queue: str | None = None,
         state: str | None = None,
         page_size: int = 50,
+        handler: str | None = None,
     ) -> Iterator[Task]:
         """Every matching task, fetching pages lazily."""
         token: str | None = None
         while True:
-            page = self.list(namespace, queue, state, page_size, token)
+            page = self.list(namespace, queue, state, page_size, token, handler=handler)
             yield from page.items
             if not page.next_page_token:
                 return
@@ -362,9 +369,15 @@ class AsyncClient(
         state: str | None = None,
         page_size: int = 50,
         page_token: str | None = None,
+        handler: str | None = None,
     ) -> TaskPage:
         call = _calls.list_tasks(
-            namespace, queue=queue, state=state, page_size=page_size, page_token=page_token
+            namespace,
+            queue=queue,
+            state=state,
+            page_size=page_size,
+            page_token=page_token,
+            handler=handler,
         )
         return TaskPage.model_validate((await self._transport.send(call)).json())
 
@@ -374,10 +387,11 @@ class AsyncClient(
         queue: str | None = None,
         state: str | None = None,
         page_size: int = 50,
+        handler: str | None = None,
     ) -> AsyncIterator[Task]:
         token: str | None = None
         while True:
-            page = await self.list(namespace, queue, state, page_size, token)
+            page = await self.list(namespace, queue, state, page_size, token, handler=handler)
             for task in page.items:
                 yield task
             if not page.next_page_token:

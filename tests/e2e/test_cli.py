@@ -249,3 +249,14 @@ def test_workflow_input_refused_with_every_problem_each_at_its_json_path(
         "  --input (input.amount): -1 is less than the minimum of 0",
         "  --input (input.order): 'seven' is not of type 'integer'",
     ]
+
+
+def test_task_list_filters_by_handler(tenant: Tenant) -> None:
+    env = tenant.env()
+    for handler in ("shop.charge", "shop.echo", "shop.charge"):
+        submitted = orbit("task", "submit", "--handler", handler, "--delay", "3600", env=env)
+        assert submitted.returncode == 0, submitted.stderr
+    listed = orbit("task", "list", "--handler", "shop.charge", "-o", "json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    handlers = [t["handler"] for t in json.loads(listed.stdout)["items"]]
+    assert handlers == ["shop.charge", "shop.charge"]

@@ -127,6 +127,18 @@ def test_a_submit_only_token_cannot_act_as_a_worker(
     assert r.status_code == 403 and "work" in r.json()["detail"]
 
 
+def test_the_root_points_at_the_docs(server: Server) -> None:
+    """GET / is where a person or a script starts: a browser is sent to the API docs, anything
+    else gets the links as JSON (it was a 404 problem)."""
+    links = httpx.get(f"{server.url}/", headers={"Accept": "application/json"})
+    assert links.status_code == 200
+    assert {"docs": "/docs", "openapi": "/openapi.json", "health": "/healthz"}.items() <= (
+        links.json().items()
+    )
+    browser = httpx.get(f"{server.url}/", headers={"Accept": "text/html,*/*;q=0.8"})
+    assert browser.status_code == 307 and browser.headers["location"] == "/docs"
+
+
 def test_probes_and_metrics(server: Server) -> None:
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{server.url}/readyz").status_code == 200
