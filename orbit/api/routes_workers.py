@@ -155,7 +155,10 @@ async def lease(
         ctx.claimants.put(namespace, session_id, claimant)
     grants: list[LeaseGrant] = []
     should_claim = True  # a worker asks when it has room: try at once
+    releases = ctx.wakeups.releases
     while True:
+        if ctx.wakeups.stopping or ctx.wakeups.releases != releases:
+            break  # the server is stopping: "nothing yet", at once (wakeups.Wakeups.release)
         woken = ctx.wakeups.waiter(namespace, claimant.queues, claimant.handlers)
         try:
             next_due = None

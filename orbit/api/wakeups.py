@@ -9,6 +9,9 @@ released) is found by the process's shared probe (ready_watch.py), which wakes w
 Inside one pod of several processes (`orbit server --workers N`) a notification the waiters here
 did not use up is passed on to the sibling processes at once (sibling_wakeups.py), so a
 submission to one process wakes a request waiting in another without waiting for its probe.
+
+A process about to stop answers its waiting requests at once (:meth:`Wakeups.release`): a
+long poll would otherwise hold the shutdown for its whole wait.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ class Wakeups:
         self._loop_thread: int | None = None
         # Insertion-ordered: the first waiters registered are woken first.
         self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
+        #: How many times the waiting requests were released (:meth:`release`): a request
+        #: woken by one answers "nothing yet" instead of claiming.
+        self.releases = 0
+        #: Set by :meth:`stop`: every request, waiting or new, answers at once.
+        self.stopping = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on the event loop's own thread (the app's lifespan); from then on the
@@ -65,6 +73,25 @@ class Wakeups:
         self._waiters[namespace][waiter] = None
         future.add_done_callback(lambda _f: self._waiters[namespace].pop(waiter, None))
         return future
+
+    def release(self, *, stop: bool = False) -> None:
+        """Thread-safe (a signal handler's thread): every request waiting now answers at once
+        with nothing; with ``stop`` every later one too (the server is going away)."""
+        if self._loop is None or self._loop.is_closed():
+            self.stopping = self.stopping or stop
+            return
+        self._loop.call_soon_threadsafe(self._release, stop)
+
+    def stop(self) -> None:
+        self.release(stop=True)
+
+    def _release(self, stop: bool) -> None:
+        self.releases += 1
+        self.stopping = self.stopping or stop
+        for waiters in self._waiters.values():
+            for waiter in list(waiters):
+                if not waiter.future.done():
+                    waiter.future.set_result(None)
 
     def notify(self, namespace: str, queue: str, handler: str, count: int = 1) -> None:
         """Thread-safe: called after ``count`` tasks became READY, from a request thread or

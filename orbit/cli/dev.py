@@ -23,6 +23,8 @@ from .worker import load_worker
 if TYPE_CHECKING:
     import uvicorn
 
+    from orbit.api.wakeups import Wakeups
+
 
 DEV_CONTEXT = "dev"
 
@@ -156,8 +158,9 @@ def dev(
         webhook_secrets_dir=os.environ.get("ORBIT_WEBHOOK_SECRETS_DIR"),
         webhook_allow=allow_list(webhook_allow, loopback=True),  # receivers on this machine
     )
+    app = create_app(engine, settings)
     config = uvicorn.Config(
-        create_app(engine, settings),
+        app,
         host=host,
         port=port,
         log_config=None,
@@ -166,7 +169,8 @@ def dev(
     )
     api = uvicorn.Server(config)
     threads = _start_workers_once_serving(api, workers)
-    api.handle_exit = _drain_then_stop(api, workers, threads)  # type: ignore[method-assign]
+    stop = _drain_then_stop(api, app.state.ctx.wakeups, workers, threads)
+    api.handle_exit = stop  # type: ignore[method-assign]
     try:
         api.run(sockets=[sock])
     finally:
@@ -189,10 +193,14 @@ def _start_workers_once_serving(api: uvicorn.Server, workers: list[Any]) -> list
 
 
 def _drain_then_stop(
-    api: uvicorn.Server, workers: list[Any], threads: list[threading.Thread]
+    api: uvicorn.Server, wakeups: Wakeups, workers: list[Any], threads: list[threading.Thread]
 ) -> Any:
     """Workers drain while the API is still up (they finish, hand back, close sessions); only
-    then does the API stop, and the process exits 0. A second signal forces it."""
+    then does the API stop, and the process exits 0. A second signal forces it.
+
+    Long polls are answered at once ("nothing yet"), or a worker's 10 s poll would hold both
+    its own drain and the server's shutdown: first the polls waiting when the drain begins
+    (the stopping workers' own among them), then, as the API stops, every one."""
     stop_api = api.handle_exit
     draining = threading.Event()
 
@@ -205,8 +213,10 @@ def _drain_then_stop(
         def drain() -> None:
             for w in workers:
                 w.stop()
+            wakeups.release()
             for t in list(threads):
                 t.join(timeout=60)
+            wakeups.stop()
             api.should_exit = True
 
         threading.Thread(target=drain, name="orbit-dev-drain", daemon=True).start()

@@ -227,3 +227,27 @@ def test_each_lease_answer_observes_its_grants_in_the_batch_histogram(api: Api) 
     asyncio.run(scenario())
     count, total = observed()
     assert (count - before[0], total - before[1]) == (2.0, 3.0)
+
+
+def test_a_stopping_server_answers_waiting_long_polls_at_once_with_nothing_yet(api: Api) -> None:
+    """On shutdown (`orbit dev`'s Ctrl-C) every waiting long poll gets its "nothing yet" answer
+    at once, without a claim, and a poll arriving afterwards does too: the server is not held
+    open for their wait (60 s here), and no task is granted to a process going away."""
+
+    async def scenario() -> tuple[Any, Any, int]:
+        session = await api.session()
+        wakeups = api.app.state.ctx.wakeups
+        path = f"/v1/worker-sessions/{session}/lease"
+        poll = asyncio.create_task(api.call("POST", path, {"max_tasks": 1, "wait_seconds": 60}))
+        while not wakeups.waiting_wants():  # the poll is parked
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(wakeups.stop)  # from another thread, as a signal handler's
+        first = await poll
+        await asyncio.to_thread(api.submit)  # due now
+        claims = _count_claims(api.engine, api.namespace)
+        later = await api.call("POST", path, {"max_tasks": 1, "wait_seconds": 60})
+        return first, later, claims[0]
+
+    first, later, claims = asyncio.run(scenario())
+    assert first["leases"] == [] and later["leases"] == []
+    assert claims == 0, "a stopping server grants nothing"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -186,3 +187,54 @@ def test_a_bad_webhook_allow_entry_is_a_usage_error_naming_it(tmp_path: Path) ->
     )
     assert done.returncode == 2, done.stderr
     assert "'not a host!' is neither a CIDR" in done.stderr
+
+
+def test_ctrl_c_stops_orbit_dev_before_its_workers_long_poll_would_end(tmp_path: Path) -> None:
+    """Ctrl-C on `orbit dev`: its worker's long poll (60 s here) is answered at once, so the
+    worker drains cleanly and the process exits 0 before the poll would have ended by itself,
+    never cut off by uvicorn's graceful-shutdown limit. No duration is measured
+    (tests/api/test_long_poll.py shows the answer itself)."""
+    import signal as signals
+
+    from orbit_sdk import Client
+
+    (tmp_path / "patient_worker.py").write_text(
+        "from orbit_sdk import Worker\n"
+        "worker = Worker(lease_wait_seconds=60)\n"
+        "@worker.handler('patient.noop')\n"
+        "def noop(ctx, params):\n"
+        "    return None\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+    worker = ["--worker", "patient_worker:worker"]
+    port = free_port()
+    server = f"http://127.0.0.1:{port}"
+    dev = subprocess.Popen(
+        [ORBIT, "dev", "--db", str(tmp_path / "dev.db"), "--port", str(port), *worker],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert dev.stderr is not None
+        for line in dev.stderr:
+            if re.search(r"worker \S+ serving", line):
+                break
+        # One task through the worker: its lease loop is live, its next long poll waiting.
+        token = (tmp_path / "dev-token").read_text().strip()
+        with Client(server, token=token) as client:
+            task = client.submit("dev", handler="patient.noop")
+            assert client.wait("dev", task.id, timeout=60).state == "SUCCEEDED"
+        dev.send_signal(signals.SIGINT)  # Ctrl-C
+        assert dev.wait(45) == 0
+        said = dev.stderr.read()
+        # Not cut off: a poll still waiting when uvicorn's graceful shutdown ran out used to be
+        # cancelled (a traceback, and a 500 to the worker's poll).
+        assert "Traceback" not in said and "leasing failed" not in said, said
+        assert re.search(r"worker \S+ stopped", said), said
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait(30)
