@@ -166,12 +166,14 @@ def get(
     if detail.task.state == "WAITING":
         with ctx.engine.connect() as conn:
             causes = waiting_causes(conn, namespace, task_id)
+    latest = detail.attempts[-1].progress if detail.attempts else None
     return schemas.TaskDetail.model_validate(
         {
             **detail.task.__dict__,
             "attempts": detail.attempts,
             "events": detail.events,
             "waiting_causes": causes,
+            "progress": latest,
         }
     )
 

@@ -28,6 +28,7 @@ from orbit_store.pulse.model import (
     CompletionStatus,
     LeaseGrant,
     Outcome,
+    Progress,
     RenewRequest,
     RenewResult,
     Safety,
@@ -307,12 +308,18 @@ async def heartbeat(
     body: schemas.HeartbeatRequest, credential: CurrentCredential, ctx: Ctx
 ) -> schemas.HeartbeatResponse:
     namespace = worker_namespace(credential)
-    items = [RenewRequest(i.attempt_id, i.token) for i in body.items]
+    items = [RenewRequest(i.attempt_id, i.token, _progress(i.progress)) for i in body.items]
     view, results = await anyio.to_thread.run_sync(_renew, ctx, namespace, body.session_id, items)
     return schemas.HeartbeatResponse(
         results=[schemas.HeartbeatResult.model_validate(r) for r in results],
         session=_session(ctx, view) if view is not None else None,
     )
+
+
+def _progress(given: schemas.ProgressIn | None) -> Progress | None:
+    if given is None:
+        return None
+    return Progress(fraction=given.fraction, message=given.message, details=given.details)
 
 
 def _renew(

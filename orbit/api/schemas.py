@@ -127,6 +127,15 @@ class Task(Out):
     )
 
 
+class Progress(Out):
+    """What the attempt's handler last reported (``ctx.progress``), sent with its heartbeat."""
+
+    fraction: float | None = Field(None, description="Done, from 0 to 1.")
+    message: str | None = None
+    details: Any = Field(None, description="A JSON object the handler chose.")
+    at: dt.datetime = Field(..., description="When the server heard it (database time).")
+
+
 class Attempt(Out):
     id: str
     generation: int
@@ -148,6 +157,7 @@ class Attempt(Out):
     )
     late_error: Any = Field(None, description="The late report's error, if it failed.")
     epoch: int = Field(0, description="Restore epoch of the grant (with generation: the fence).")
+    progress: Progress | None = None
 
 
 class TaskEvent(Out):
@@ -180,6 +190,9 @@ class TaskDetail(Task):
         description="For a WAITING task: every cause that keeps it from starting now (not due, "
         "workflow paused, concurrency key full, queue paused, max-running quota full, no live "
         "worker for its queue and handler). Empty: it is ready and the next free worker takes it.",
+    )
+    progress: Progress | None = Field(
+        None, description="The latest attempt's progress: where it is, or where it stopped."
     )
 
 
@@ -337,9 +350,21 @@ class StartResponse(Out):
     )
 
 
+class ProgressIn(Strict):
+    """Checked per item by the store (fraction 0..1, message up to 500 characters, details a
+    JSON object of up to 4 KiB): an item whose progress is out of bounds is still renewed."""
+
+    fraction: float | None = None
+    message: str | None = None
+    details: Any = None
+
+
 class HeartbeatItem(Strict):
     attempt_id: str = Field(..., min_length=1, max_length=36)
     token: str = Field(..., min_length=1, max_length=128)
+    progress: ProgressIn | None = Field(
+        None, description="The handler's latest progress since the last heartbeat, if any."
+    )
 
 
 class HeartbeatRequest(Strict):
@@ -357,6 +382,9 @@ class HeartbeatResult(Out):
         description="Seconds from the server's now to lease_expires_at. Workers measure it from "
         "the moment they sent the request, on their own monotonic clock: past it, the attempt "
         "must assume it lost the lease.",
+    )
+    progress_refused: str | None = Field(
+        None, description="Why the item's progress was not kept (the lease was renewed)."
     )
 
 

@@ -10,6 +10,7 @@ import typer
 from orbit_sdk import Task, TaskDetail, TaskEvent
 
 from .output import Column, cell, print_fields, rows, table
+from .progress_view import progress_text
 
 TASK_COLUMNS = [
     Column.field("id"),
@@ -33,6 +34,7 @@ ATTEMPT_COLUMNS = [
     Column.field("outcome_reason"),
     Column.field("started_at"),
     Column.field("finished_at"),
+    Column("PROGRESS", lambda a: progress_text(a.progress) if a.progress else None, wide=True),
 ]
 
 EVENT_COLUMNS = [
@@ -93,6 +95,10 @@ def describe_task(task: Task, wide: bool) -> None:
     ]
     if isinstance(task, TaskDetail):
         pairs.append(("reason", state_reason(task)))
+        if task.progress is not None:
+            pairs.append(
+                ("progress", f"{progress_text(task.progress)}  (at {cell(task.progress.at)})")
+            )
     if task.state == "WAITING":
         pairs.append(("waiting", waiting(task)))
     step = NEXT_STEP.get(task.state)

@@ -23,6 +23,7 @@ from .exits import ExitCode, for_state
 from .inputs import read_json
 from .interrupt import CtrlC
 from .output import Output, OutputFormat, plain, print_item, print_list, print_rows, refuse_id
+from .progress_view import ProgressWatch
 from .remote import Namespace, Reason, Remote, Server, Token, remote
 from .task_views import TASK_COLUMNS, describe_task, event_line
 
@@ -246,20 +247,30 @@ def watch(
     refuse_id(output, "orbit task watch (it prints events)")
     deadline = None if timeout is None else time.monotonic() + timeout
     shown = 0
+    progress = ProgressWatch()
     with remote(server, token, namespace, OPTIONS) as r:
-        while True:
-            task = r.client.get(r.namespace, task_id)
-            for event in task.events[shown:]:
-                typer.echo(json.dumps(plain(event)) if output.is_document else event_line(event))
-            shown = len(task.events)
-            if task.is_settled:
-                raise typer.Exit(for_state(task.state))
-            if deadline is not None and time.monotonic() >= deadline:
-                typer.echo(
-                    f"error: task {task_id} is still {task.state} after {timeout:g}s", err=True
-                )
-                raise typer.Exit(ExitCode.STILL_RUNNING)
-            time.sleep(interval)
+        try:
+            while True:
+                task = r.client.get(r.namespace, task_id)
+                for event in task.events[shown:]:
+                    if output.is_document:
+                        typer.echo(json.dumps(plain(event)))
+                    else:
+                        progress.echo(event_line(event))
+                shown = len(task.events)
+                if not output.is_document:
+                    progress.show(task.progress)
+                if task.is_settled:
+                    raise typer.Exit(for_state(task.state))
+                if deadline is not None and time.monotonic() >= deadline:
+                    typer.echo(
+                        f"error: task {task_id} is still {task.state} after {timeout:g}s",
+                        err=True,
+                    )
+                    raise typer.Exit(ExitCode.STILL_RUNNING)
+                time.sleep(interval)
+        finally:
+            progress.close()
 
 
 @app.command()

@@ -8,6 +8,7 @@ makes the renewal lost; one that comes later waits, then cuts the renewed lease.
 A lease is never extended past the attempt timeout or the task's deadline: from there it lapses
 and the reaper applies the retry-safety rules.
 A lease that ran out while no server replica was serving is renewable again (``outages``).
+A renewal carries the handler's latest progress, written by the same UPDATE (``progress``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from orbit_store.schema import task_attempts, tasks, worker_sessions
 from .attempts import LIVE_ATTEMPT_STATES, token_matches
 from .model import RenewRequest, RenewResult, RenewStatus
 from .outages import extend_lease_after_outage
+from .progress import progress_columns, progress_problem
 
 LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
 
@@ -114,6 +116,10 @@ def _renew_one(
             expires = min(expires, cap)
     if expires <= now:
         return lost("attempt timeout or task deadline reached")
+    refused = progress_problem(item.progress) if item.progress is not None else None
+    values = {"lease_expires_at": expires, "heartbeat_at": now}
+    if item.progress is not None and refused is None:
+        values |= progress_columns(item.progress, now)
     extend = (
         task_attempts.update()
         .where(
@@ -121,7 +127,7 @@ def _renew_one(
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
             task_attempts.c.lease_expires_at > now,
         )
-        .values(lease_expires_at=expires, heartbeat_at=now)
+        .values(**values)
     )
     updated = conn.execute(by_primary_key(extend, task_attempts))
     if updated.rowcount != 1:
@@ -132,4 +138,5 @@ def _renew_one(
         status,
         lease_expires_at=expires,
         lease_remaining_seconds=(expires - now).total_seconds(),
+        progress_refused=refused,
     )

@@ -204,10 +204,29 @@ class RenewStatus(enum.StrEnum):
     LOST = "lost"
 
 
+#: Bounds of what an attempt's progress may hold (the row stays small whatever a handler says).
+PROGRESS_MESSAGE_MAX = 500
+PROGRESS_DETAILS_MAX_BYTES = 4096
+PROGRESS_DETAILS_MAX_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a handler last said about how far it is: a fraction done (0..1), a message, details
+    (a JSON object), and when the server heard it (database time; set by the store)."""
+
+    fraction: float | None = None
+    message: str | None = None
+    details: Any = None
+    at: dt.datetime | None = None
+
+
 @dataclass(frozen=True)
 class RenewRequest:
     attempt_id: str
     token: str
+    #: The handler's latest progress since the last heartbeat, if it reported any.
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +236,8 @@ class RenewResult:
     lease_expires_at: dt.datetime | None = None
     reason: str | None = None
     lease_remaining_seconds: float | None = None
+    #: Why the item's progress was not kept (its lease was renewed all the same).
+    progress_refused: str | None = None
 
 
 class Outcome(enum.StrEnum):

@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from orbit_store.ids import id_floor
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
 
+from .model import Progress
+from .progress import progress_of
 from .routing import WAITING_REASONS, LiveWorkers, live_workers
 
 MAX_PAGE = 500
@@ -70,6 +72,7 @@ class AttemptView:
     late_result: Any = None  # what the late report said: evidence, never applied
     late_error: Any = None
     epoch: int = 0  # the restore epoch it was granted under (orbit_store/fencing.py)
+    progress: Progress | None = None  # what its handler last reported (pulse/progress.py)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | 
     workers = live_workers(conn, namespace) if row.state == "WAITING" else None
     return TaskDetail(
         task=_task_view(row, workers),
-        attempts=[_view(AttemptView, a) for a in attempts],
+        attempts=[replace(_view(AttemptView, a), progress=progress_of(a)) for a in attempts],
         events=[_view(EventView, e) for e in events],
     )
 

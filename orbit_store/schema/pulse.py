@@ -178,6 +178,11 @@ task_attempts = sa.Table(
     sa.Column("late_result", Json, nullable=True),
     sa.Column("late_error", Json, nullable=True),
     sa.Column("late_reported_at", UtcDateTime, nullable=True),
+    # What the handler last reported through its heartbeat (pulse/progress.py keeps the bounds).
+    sa.Column("progress_fraction", sa.Float(), nullable=True),
+    sa.Column("progress_message", sa.String(500), nullable=True),
+    sa.Column("progress_details", Json, nullable=True),
+    sa.Column("progress_at", UtcDateTime, nullable=True),
     sa.UniqueConstraint("task_id", "generation"),
     sa.Index("ix_task_attempts_lease_reaper", "state", "lease_expires_at"),
     # worker_session_id alone (the foreign key's index): with `state` in it every attempt state

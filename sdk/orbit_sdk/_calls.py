@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -253,11 +254,22 @@ def start_attempt(
 
 
 def heartbeat(
-    session_id: str | None, items: list[tuple[str, str]], retry: RetryPolicy, budget: float
+    session_id: str | None,
+    items: list[tuple[str, str]],
+    retry: RetryPolicy,
+    budget: float,
+    progress: Mapping[str, dict[str, Any]] | None = None,
 ) -> Call:
     """``budget``: a beat stuck on a slow answer must not hold up the next one (a lease
-    renewed every interval lapses after a few missed beats)."""
-    body: dict[str, Any] = {"items": [{"attempt_id": a, "token": t} for a, t in items]}
+    renewed every interval lapses after a few missed beats). ``progress``: attempt id → the
+    handler's latest progress, for the attempts that reported some since the last beat."""
+    news = progress or {}
+    body: dict[str, Any] = {
+        "items": [
+            {"attempt_id": a, "token": t, **({"progress": news[a]} if a in news else {})}
+            for a, t in items
+        ]
+    }
     if session_id is not None:
         body["session_id"] = session_id
     return Call("POST", "/v1/attempts/heartbeat", json=body, retry=retry, budget=budget)

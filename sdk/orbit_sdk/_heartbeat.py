@@ -1,7 +1,8 @@
 """The worker's heartbeat thread: one batched call renews every held lease and the session.
 
 Batched because a worker with many slots would otherwise send one request per attempt per
-interval; and the session rides along so a busy worker never needs a separate renewal call.
+interval; and the session rides along so a busy worker never needs a separate renewal call, as
+does each handler's latest progress (``ctx.progress``), so reporting it costs no request.
 Each beat gets a retry budget shorter than the interval, and no try waits longer than the
 interval for its answer, so a slow server delays the next beat instead of stacking them up or
 holding the thread while the leases it should renew lapse.
@@ -56,13 +57,18 @@ class Heartbeater:
         worker = self.worker
         session = worker.session
         session_id = session.id if session is not None else None
-        pairs = [(a.lease.attempt_id, a.lease.token) for a in worker.live.snapshot()]
+        held = worker.live.snapshot()
+        pairs = [(a.lease.attempt_id, a.lease.token) for a in held]
+        news = {a.lease.attempt_id: n for a in held if (n := a.ctx._progress_to_send())}
         chunks = [pairs[i : i + MAX_ITEMS] for i in range(0, len(pairs), MAX_ITEMS)] or [[]]
         interval = worker.effective_heartbeat_interval()
         retry = RetryPolicy(max_attempts=3, max_backoff=1.0, max_elapsed=max(interval / 2, 1.0))
         budget = max(interval, 1.0)
         for index, chunk in enumerate(chunks):
-            call = _calls.heartbeat(session_id if index == 0 else None, chunk, retry, budget)
+            progress = {a: news[a][1] for a, _ in chunk if a in news}
+            call = _calls.heartbeat(
+                session_id if index == 0 else None, chunk, retry, budget, progress
+            )
             sent_at = time.monotonic()
             try:
                 answer = HeartbeatResponse.model_validate(worker.send(call).json())
@@ -75,7 +81,7 @@ class Heartbeater:
                 log.warning("worker %s: session refused on heartbeat: %s", worker.name, exc)
                 worker.session_ended("UNKNOWN")
                 session_id = None
-                call = _calls.heartbeat(None, chunk, retry, budget)
+                call = _calls.heartbeat(None, chunk, retry, budget, progress)
                 try:
                     answer = HeartbeatResponse.model_validate(worker.send(call).json())
                 except Exception as again:
@@ -87,6 +93,6 @@ class Heartbeater:
             except Exception as exc:
                 log.warning("worker %s: heartbeat failed: %s", worker.name, exc)
                 return
-            worker.live.apply_heartbeat(answer.results, sent_at)
+            worker.live.apply_heartbeat(answer.results, sent_at, {a: news[a][0] for a in progress})
             if answer.session is not None and answer.session.state not in LIVE_SESSION_STATES:
                 worker.session_ended(answer.session.state)

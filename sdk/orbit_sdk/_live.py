@@ -113,9 +113,15 @@ class LiveSet:
                 self._cond.wait(min(poll, remaining))
             return not self._items
 
-    def apply_heartbeat(self, results: list[HeartbeatResult], sent_at: float | None = None) -> None:
+    def apply_heartbeat(
+        self,
+        results: list[HeartbeatResult],
+        sent_at: float | None = None,
+        progress_sent: dict[str, int] | None = None,
+    ) -> None:
         """Tell each handler what the server said about its attempt (``sent_at``: monotonic
-        time the heartbeat was sent, from which the renewed lease's deadline counts)."""
+        time the heartbeat was sent, from which the renewed lease's deadline counts;
+        ``progress_sent``: attempt id → the version of its progress the heartbeat carried)."""
         with self._cond:
             items = dict(self._items)
         for result in results:
@@ -127,6 +133,10 @@ class LiveSet:
                     attempt.ctx._mark_lease_lost(result.reason)
                 continue
             attempt.ctx._extend(result.lease_expires_at, result.lease_remaining_seconds, sent_at)
+            if progress_sent and result.attempt_id in progress_sent:
+                attempt.ctx._progress_delivered(
+                    progress_sent[result.attempt_id], result.progress_refused
+                )
             if result.status == HeartbeatStatus.CANCEL_REQUESTED:
                 attempt.ctx._mark_cancel_requested()
 

@@ -3,16 +3,19 @@
 The worker's heartbeat thread flips ``cancel_requested`` and ``lease_lost``; handlers read them
 (or block in ``wait_for_cancel``) from their own thread. Each flag is set before the one event
 both share, so a waiting handler wakes the moment a heartbeat brings either news (one event per
-attempt, not three: a worker creates a context for every task it runs).
+attempt, not three: a worker creates a context for every task it runs). The other way round,
+``progress`` leaves the handler's latest word for the next heartbeat to carry.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import math
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ._lease_deadline import LOCAL_EXPIRY_REASON, LeaseDeadline
@@ -20,6 +23,10 @@ from .errors import LeaseLost
 from .models import Lease
 
 log = logging.getLogger("orbit_sdk.handler")
+
+#: The server's bounds for progress (it refuses more, and renews the lease all the same).
+PROGRESS_MESSAGE_MAX = 500
+PROGRESS_DETAILS_MAX_BYTES = 4096
 
 
 class TaskContext:
@@ -52,6 +59,10 @@ class TaskContext:
         measured_from = time.monotonic() if granted_at is None else granted_at
         self._deadline.update(measured_from, lease.lease_remaining_seconds)
         self._expired_locally = False
+        self._progress_lock = threading.Lock()
+        self._progress: dict[str, Any] | None = None
+        self._progress_version = 0  # bumped by each progress() call
+        self._progress_sent = 0  # the version a heartbeat answer confirmed
         #: Adds the task and attempt ids to every record a handler logs through it.
         self.log = _TaskLogger(
             log, {"orbit_task_id": self.task_id, "orbit_attempt_id": self.attempt_id}
@@ -106,6 +117,44 @@ class TaskContext:
                 title="Lease lost",
             )
 
+    def progress(
+        self, value: float | str | None = None, details: Mapping[str, Any] | None = None
+    ) -> None:
+        """Say how far the handler is: a fraction done (``0.4``) or a message (``"uploading"``),
+        with optional ``details`` (a JSON object of up to 4 KiB, e.g. ``{"rows": 400}``).
+
+        It is sent with the worker's next heartbeat, never as a request of its own, so call it
+        as often as you like: only the latest is sent and kept (on the attempt, shown by
+        ``orbit task get`` and ``task watch`` and in the task's ``progress``). Raises
+        ValueError for a fraction outside 0..1, a message over 500 characters, or details that
+        are not a JSON object of finite numbers within the size."""
+        fraction, message = (None, value) if isinstance(value, str) else (value, None)
+        if fraction is not None and (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, int | float)
+            or not (math.isfinite(fraction) and 0 <= fraction <= 1)
+        ):
+            raise ValueError(f"progress: the fraction must be a number from 0 to 1, not {value!r}")
+        if message is not None and len(message) > PROGRESS_MESSAGE_MAX:
+            raise ValueError(f"progress: the message is longer than {PROGRESS_MESSAGE_MAX} chars")
+        payload: dict[str, Any] = {"fraction": fraction, "message": message}
+        if details is not None:
+            if not isinstance(details, Mapping):
+                raise ValueError("progress: details must be a mapping (a JSON object)")
+            try:
+                size = len(json.dumps(dict(details), allow_nan=False).encode())
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"progress: details are not JSON: {exc}") from exc
+            if size > PROGRESS_DETAILS_MAX_BYTES:
+                raise ValueError(
+                    f"progress: details take {size} bytes as JSON, more than "
+                    f"{PROGRESS_DETAILS_MAX_BYTES}"
+                )
+            payload["details"] = dict(details)
+        with self._progress_lock:
+            self._progress = payload
+            self._progress_version += 1
+
     @property
     def should_stop(self) -> bool:
         return self._stop.is_set()
@@ -153,6 +202,20 @@ class TaskContext:
             self.lease_expires_at = lease_expires_at
         if sent_at is not None:
             self._deadline.update(sent_at, remaining_seconds)
+
+    def _progress_to_send(self) -> tuple[int, dict[str, Any]] | None:
+        """The latest progress no heartbeat answer has confirmed yet, with its version."""
+        with self._progress_lock:
+            if self._progress is None or self._progress_version == self._progress_sent:
+                return None
+            return self._progress_version, self._progress
+
+    def _progress_delivered(self, version: int, refused: str | None) -> None:
+        """A heartbeat answer covered ``version``: kept, or refused (said once, in the log)."""
+        with self._progress_lock:
+            self._progress_sent = max(self._progress_sent, version)
+        if refused:
+            self.log.warning("progress of task %s not kept: %s", self.task_id, refused)
 
     def _outlived_lease(self) -> bool:
         """The handler is returning after its lease's local deadline: its report would claim

@@ -78,6 +78,16 @@ class Task(WireModel):
         return self.state in SETTLED_STATES
 
 
+class Progress(WireModel):
+    """What an attempt's handler last reported with ``ctx.progress``."""
+
+    fraction: float | None = None
+    message: str | None = None
+    details: Any = None
+    #: When the server heard it (its database's clock).
+    at: dt.datetime
+
+
 class Attempt(WireModel):
     id: str
     generation: int
@@ -96,6 +106,7 @@ class Attempt(WireModel):
     late_reported_at: dt.datetime | None = None
     #: The restore epoch it was granted under (0 from servers before restore fencing).
     epoch: int = 0
+    progress: Progress | None = None
 
 
 class TaskEvent(WireModel):
@@ -111,6 +122,8 @@ class TaskEvent(WireModel):
 class TaskDetail(Task):
     attempts: list[Attempt] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
+    #: The latest attempt's progress: where it is, or where it stopped.
+    progress: Progress | None = None
 
 
 class TaskPage(WireModel):
@@ -277,6 +290,8 @@ class HeartbeatResult(WireModel):
     reason: str | None = None
     #: Seconds to the lease's end as the server saw it: the local deadline's measure.
     lease_remaining_seconds: float | None = None
+    #: Why the server did not keep the progress sent with it (the lease was renewed).
+    progress_refused: str | None = None
 
 
 class HeartbeatResponse(WireModel):
@@ -321,6 +336,7 @@ __all__ = [
     "LeaseBatch",
     "PreviewInstant",
     "Problem",
+    "Progress",
     "Schedule",
     "ScheduleOccurrence",
     "SchedulePage",

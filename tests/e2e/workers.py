@@ -97,3 +97,17 @@ def nested_result(ctx: Any, params: Any) -> Any:
 @worker.handler("e2e.nested_unsafe", safety="unsafe")
 def nested_result_unsafe(ctx: Any, params: Any) -> Any:
     return nested_result(ctx, params)
+
+
+@worker.handler("e2e.progress")
+def progress(ctx: Any, params: Any) -> Any:
+    """Reports each of params['steps'] as progress, then waits for the test's go-ahead file
+    (``progress-go-<task id>``) before the next one."""
+    steps = params["steps"]
+    for index, step in enumerate(steps, start=1):
+        ctx.progress(step.get("fraction", step.get("message")), step.get("details"))
+        go = RECORDS / f"progress-go-{ctx.task_id}-{index}"
+        while not go.exists():
+            if ctx.wait_for_cancel(0.05):
+                raise Cancelled("stopped")
+    return {"steps": len(steps)}
