@@ -15,7 +15,7 @@ from . import timeflags
 from .exits import ExitCode
 from .inputs import storable_json
 from .options import Actor, DatabaseUrl, default_actor, store_engine
-from .output import Column, Output, OutputFormat, print_list
+from .output import Column, LocalTime, Output, OutputFormat, plain, print_list
 from .timeflags import parse_utc
 
 if TYPE_CHECKING:  # the store is imported inside each command: `orbit admin --help` stays light
@@ -114,6 +114,7 @@ def list_(
     until: Until = None,
     limit: Annotated[int, typer.Option(help="At most this many rows (newest first).")] = 50,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Show audit rows, newest first."""
     query = _query(namespace, by, action, resource, since, until, newest_first=True)
@@ -122,7 +123,8 @@ def list_(
         rows = list(_rows(engine, query, limit))
     finally:
         engine.dispose()
-    print_list([r.as_json() for r in rows], AUDIT_COLUMNS, output, empty="no audit rows match")
+    items = [{**r.as_json(), "at": r.at} for r in rows]  # formatted where printed (output.py)
+    print_list(items, AUDIT_COLUMNS, output, empty="no audit rows match")
 
 
 @app.command()
@@ -144,7 +146,8 @@ def export(
     engine = store_engine(database_url)
     try:
         for row in _rows(engine, query, None):
-            typer.echo(json.dumps(row.as_json(), sort_keys=True, default=str))
+            line = plain({**row.as_json(), "at": row.at})
+            typer.echo(json.dumps(line, sort_keys=True, default=str))
     finally:
         engine.dispose()
 

@@ -1,5 +1,9 @@
 """`--output table|wide|json|yaml` for every command, with the API's field names.
 
+Every time is RFC 3339 in UTC: to the second in tables (``2026-12-05T15:47:17Z``), with the
+microseconds Orbit keeps in documents (``2026-12-05T15:47:17.068000Z``); ``--local`` shows the
+machine's time zone instead, with its offset (``2026-12-05T16:47:17+01:00``).
+
 ``json`` and ``yaml`` print exactly what the API answered (a list as the API's page shape,
 ``{"items": [...], "next_page_token": ...}``), so scripts can move between the CLI and the HTTP
 API without renaming anything. ``table`` is aligned plain text like kubectl's (easy to ``grep``
@@ -45,6 +49,40 @@ Output = Annotated[
 ]
 
 
+class _Zone:
+    """Whether times are shown in this machine's zone (``--local``) instead of UTC."""
+
+    local = False
+
+
+def use_local_time(local: bool) -> bool:
+    """``--local``'s callback: every time printed from then on is in this machine's zone."""
+    _Zone.local = local
+    return local
+
+
+LocalTime = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        callback=use_local_time,
+        is_eager=True,
+        help="Show times in this machine's time zone, with its offset, instead of UTC.",
+    ),
+]
+
+
+def instant(value: dt.datetime, *, precise: bool = False) -> str:
+    """RFC 3339: UTC with Z (or, with --local, this machine's zone and offset); ``precise``
+    keeps the microseconds (documents), else to the second (tables)."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    if _Zone.local:
+        return aware.astimezone().isoformat(timespec="microseconds" if precise else "seconds")
+    return aware.astimezone(dt.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ" if precise else "%Y-%m-%dT%H:%M:%SZ"
+    )
+
+
 def identity(item: Any) -> str:
     """An object's id, or its name when it has none."""
     data = item if isinstance(item, dict) else None
@@ -77,14 +115,21 @@ class Column:
 
 
 def plain(item: Any) -> Any:
-    """An API object (pydantic model) or plain data as JSON-ready data."""
+    """An API object (pydantic model) or plain data as JSON-ready data, every time in the one
+    RFC 3339 form (``instant``)."""
     dump = getattr(item, "model_dump", None)
     if dump is not None:
-        return dump(mode="json")
+        return plain(dump(mode="python"))
     if isinstance(item, list | tuple):
         return [plain(i) for i in item]
     if isinstance(item, dict):
         return {k: plain(v) for k, v in item.items()}
+    if isinstance(item, dt.datetime):
+        return instant(item, precise=True)
+    if isinstance(item, dt.date):
+        return item.isoformat()
+    if isinstance(item, enum.Enum):
+        return item.value
     return item
 
 
@@ -97,12 +142,12 @@ def document(data: Any, fmt: OutputFormat) -> str:
 
 
 def cell(value: Any) -> str:
-    """A value as a table cell: times in UTC to the second, JSON compact, nothing as <none>."""
+    """A value as a table cell: times to the second (``instant``), JSON compact, nothing as
+    <none>."""
     if value is None or value == "":
         return NONE
     if isinstance(value, dt.datetime):
-        utc = value.astimezone(dt.UTC) if value.tzinfo is not None else value
-        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return instant(value)
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, bool):

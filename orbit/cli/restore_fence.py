@@ -6,6 +6,7 @@ works before any server is started (which is when it should run)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,7 +14,7 @@ import typer
 
 from .exits import ExitCode
 from .options import Actor, DatabaseUrl, default_actor, store_engine
-from .output import Output, OutputFormat, document, refuse_id, table
+from .output import LocalTime, Output, OutputFormat, document, instant, refuse_id, table
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
     from orbit_store.fencing import FenceState, RestoreFence
@@ -38,6 +39,7 @@ def restore_fence(
     ] = False,
     actor: Actor = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Fence the database after a restore: a new restore epoch, dispatch closed, every worker
     session ended, every lease granted before cut and settled by the lease rules (never started
@@ -89,8 +91,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    if hasattr(value, "isoformat"):
-        return value.isoformat() + "Z"
+    if isinstance(value, dt.datetime):
+        return instant(value, precise=True)
     return value
 
 
@@ -108,10 +110,10 @@ def _print_status(state: FenceState, history: list[RestoreFence], output: Output
     cells = [
         [
             str(f.epoch),
-            f.fenced_at.isoformat() + "Z",
+            instant(f.fenced_at),
             f.fenced_by,
             f.reason,
-            f.reopened_at.isoformat() + "Z" if f.reopened_at else "-",
+            instant(f.reopened_at) if f.reopened_at else "-",
             f.reopened_by or "-",
         ]
         for f in history

@@ -9,7 +9,7 @@ import typer
 
 from . import timeflags
 from .options import DatabaseUrl, store_engine
-from .output import Output, OutputFormat, document, refuse_id, table
+from .output import LocalTime, Output, OutputFormat, document, instant, plain, refuse_id, table
 from .timeflags import parse_utc
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
@@ -26,6 +26,7 @@ def inventory(
         str | None, typer.Option("--namespace", "-n", help="Only this namespace (default: all).")
     ] = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Count rows created before --before per data group, protected vs unprotected. Read-only:
     nothing is deleted, and the counts are not a licence to delete."""
@@ -43,14 +44,15 @@ def inventory(
     finally:
         engine.dispose()
     if output.is_document:
-        typer.echo(document(report.as_json(), output))
+        data = report.as_json() | {"before": report.before, "counted_at": report.counted_at}
+        typer.echo(document(plain(data), output))
         return
     _print(report)
 
 
 def _print(report: Inventory) -> None:
     scope = f"namespace {report.namespace}" if report.namespace else "all namespaces"
-    typer.echo(f"Rows created before {report.before.isoformat()}Z ({scope}):")
+    typer.echo(f"Rows created before {instant(report.before)} ({scope}):")
     headers = ["GROUP", "TABLE", "OLDER", "PROTECTED", "UNPROTECTED", "PROTECTED BECAUSE"]
     cells = [
         [g.group, g.table, str(g.older), str(g.protected), str(g.unprotected), g.protected_because]

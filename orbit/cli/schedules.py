@@ -20,9 +20,11 @@ from .exits import ExitCode
 from .inputs import read_json
 from .output import (
     Column,
+    LocalTime,
     Output,
     OutputFormat,
     document,
+    instant,
     plain,
     print_fields,
     print_list,
@@ -88,9 +90,8 @@ def parse_instant(value: str | None, option: str) -> dt.datetime | None:
 
 
 def utc(value: dt.datetime | None) -> str:
-    if value is None:
-        return "-"
-    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The instant as every time is printed (output.instant: UTC, or --local's zone)."""
+    return "-" if value is None else instant(value)
 
 
 def local(value: dt.datetime | None, zone: str) -> str:
@@ -207,6 +208,7 @@ def create(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Create a schedule (audited). Check the expression first with `orbit schedule preview`."""
     spec = _changes(
@@ -247,6 +249,7 @@ def update(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Change the given fields (a new version, starting from now; nothing fires twice; audited)."""
     changes = _changes(
@@ -280,6 +283,7 @@ def get(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Show a schedule: last and next fire (UTC and local) and its recent occurrences."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -293,6 +297,7 @@ def list_(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """List schedules by name."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -308,6 +313,7 @@ def suspend(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Suspend: nothing fires until resumed (missed instants are not caught up; audited)."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -323,6 +329,7 @@ def resume(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Resume from now (audited)."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -365,10 +372,8 @@ def preview(
         raise typer.Exit(ExitCode.USAGE) from exc
     found = crons.preview(expression, after=crons.to_utc(after), count=count)
     if output.is_document:
-        rows = [
-            {"at": utc(p.at.replace(tzinfo=dt.UTC)), "local": p.local.isoformat()} for p in found
-        ]
+        rows = [{"at": instant(p.at, precise=True), "local": p.local.isoformat()} for p in found]
         typer.echo(document({"items": rows}, output))
         return
     for p in found:
-        typer.echo(f"{utc(p.at.replace(tzinfo=dt.UTC))}  {p.local:%Y-%m-%d %H:%M:%S %Z (%z)}")
+        typer.echo(f"{instant(p.at)}  {p.local:%Y-%m-%d %H:%M:%S %Z (%z)}")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .output import Column, Output, OutputFormat, document, plain, print_list
+from .output import Column, LocalTime, Output, OutputFormat, document, plain, print_list
 from .remote import Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
@@ -82,6 +82,7 @@ def put(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Create or update a subscription (admin role; audited)."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -109,6 +110,7 @@ def list_(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """List subscriptions with their deliveries per state."""
     with remote(server, token, namespace, OPTIONS) as r:

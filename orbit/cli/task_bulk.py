@@ -15,7 +15,7 @@ import typer
 
 from .exits import ExitCode
 from .inputs import read_text, storable_json
-from .output import Column, Output, OutputFormat, print_list
+from .output import Column, LocalTime, Output, OutputFormat, print_list
 from .remote import Namespace, Server, Token, remote
 
 #: A line's fields (the API's TaskSubmission) → ``Client.submit`` keywords.
@@ -71,6 +71,7 @@ def submit_many(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Submit many tasks from JSON lines; prints one result per line (progress on stderr)."""
     items = _parse(read_text(file if file == "-" else f"@{file}", "--file"), queue, key_prefix)

@@ -22,7 +22,16 @@ from . import paging, task_bulk
 from .exits import ExitCode, for_state
 from .inputs import read_json
 from .interrupt import CtrlC
-from .output import Output, OutputFormat, plain, print_item, print_list, print_rows, refuse_id
+from .output import (
+    LocalTime,
+    Output,
+    OutputFormat,
+    plain,
+    print_item,
+    print_list,
+    print_rows,
+    refuse_id,
+)
 from .progress_view import ProgressWatch
 from .remote import Namespace, Reason, Remote, Server, Token, remote
 from .task_views import TASK_COLUMNS, describe_task, event_line
@@ -106,6 +115,7 @@ def submit(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Submit a task. Re-running with the same --key returns the same task."""
     if key is not None and not key.strip():
@@ -159,6 +169,7 @@ def get(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Show a task: its fields, why it is in its state, its attempts and events."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -184,6 +195,7 @@ def list_(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """List tasks, newest first (says so when more match than it shows)."""
     state_name = state.value if state else None
@@ -241,6 +253,7 @@ def watch(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Print a task's state changes as they happen, until it settles; the exit code says how
     it ended (0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 NEEDS_REVIEW, 13 timed out)."""
@@ -281,6 +294,7 @@ def cancel(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Cancel a task (a running one is cancelled once its worker confirms)."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -301,6 +315,7 @@ def review(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Settle a task awaiting review as succeeded or failed (audited)."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -328,6 +343,7 @@ def retry(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Create the one manual retry of a task: a new task linked by retry_of."""
     with remote(server, token, namespace, OPTIONS) as r:

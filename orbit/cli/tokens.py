@@ -9,7 +9,7 @@ import typer
 
 from .exits import ExitCode
 from .options import Actor, DatabaseUrl, default_actor, store_engine
-from .output import Column, Output, OutputFormat, print_list
+from .output import Column, LocalTime, Output, OutputFormat, print_list
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 
@@ -78,6 +78,7 @@ def list_(
         str | None, typer.Option("--namespace", "-n", help="Only this namespace.")
     ] = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """List tokens (never their secrets)."""
     from orbit_store.credentials import list_credentials
@@ -94,8 +95,8 @@ def list_(
             "name": c.name,
             "roles": sorted(r.value for r in c.roles),
             "source": c.source,
-            "created_at": c.created_at.isoformat(),
-            "revoked_at": c.revoked_at.isoformat() if c.revoked_at else None,
+            "created_at": c.created_at,
+            "revoked_at": c.revoked_at,
         }
         for c in creds
     ]

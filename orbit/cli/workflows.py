@@ -3,7 +3,7 @@ Orbit server, through the SDK."""
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,8 +16,10 @@ from .exits import ExitCode, for_state
 from .inputs import read_json
 from .output import (
     Column,
+    LocalTime,
     Output,
     OutputFormat,
+    cell,
     document,
     plain,
     print_fields,
@@ -56,7 +58,7 @@ def _json_option(text: str | None, option: str) -> Any:
 
 
 def _text(value: Any) -> str:
-    return json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+    return cell(value) if isinstance(value, dict | list | dt.datetime) else str(value)
 
 
 WORKFLOW_COLUMNS = [
@@ -152,6 +154,7 @@ def publish(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Publish a definition: a new immutable version when the spec changed (audited), else
     nothing. A manifest's metadata.namespace is where it goes (as with kubectl apply); a
@@ -196,6 +199,7 @@ def start(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Start a workflow. Re-running with the same --key returns the same workflow."""
     parsed = _json_option(input, "--input")
@@ -218,6 +222,7 @@ def get(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Show a workflow: each step's state, activations, task and where it is."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -233,6 +238,7 @@ def wait(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Wait until a workflow ends, then show it; the exit code says how it ended (0 SUCCEEDED,
     10 FAILED, 11 CANCELLED, 13 still running when the time ran out)."""
@@ -259,6 +265,7 @@ def list_(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """List workflows, newest first."""
     with remote(server, token, namespace, OPTIONS) as r:
@@ -286,6 +293,7 @@ def signal(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Send a signal; it advances only a wait of that name that is active now (else pending)."""
     parsed = _json_option(payload, "--payload")
@@ -312,6 +320,7 @@ def _control_command(action: str, help_text: str) -> None:
         server: Server = None,
         token: Token = None,
         output: Output = OutputFormat.TABLE,
+        local: LocalTime = False,
     ) -> None:
         with remote(server, token, namespace, OPTIONS) as r:
             workflow = getattr(r.client, f"{action}_workflow")(r.namespace, workflow_id, reason)
@@ -337,6 +346,7 @@ def history(
     server: Server = None,
     token: Token = None,
     output: Output = OutputFormat.TABLE,
+    local: LocalTime = False,
 ) -> None:
     """Every event of the workflow, in order."""
     with remote(server, token, namespace, OPTIONS) as r:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -260,3 +261,50 @@ def test_task_list_filters_by_handler(tenant: Tenant) -> None:
     assert listed.returncode == 0, listed.stderr
     handlers = [t["handler"] for t in json.loads(listed.stdout)["items"]]
     assert handlers == ["shop.charge", "shop.charge"]
+
+
+#: Anything that looks like a date and a time, however written.
+TIME_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}[^\s\",]*")
+HUMAN_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+JSON_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
+
+
+def test_every_time_the_cli_prints_is_rfc3339_utc_and_local_with_local(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    """One form in every human output (to the second, Z), the same with microseconds in JSON;
+    --local shows this machine's zone (RFC 3339 with its offset) instead."""
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    env = tenant.env()
+    manifest = str(ROOT / "examples/manifests/workflowdefinition-order.yaml")
+    assert orbit("workflow", "publish", "-f", manifest, env=env).returncode == 0
+    started = orbit(
+        *("workflow", "start", "order-fulfilment", "--input", '{"order": 1, "amount": 2}'),
+        *("-o", "id"),
+        env=env,
+    )
+    workflow_id = started.stdout.strip()
+    task_id = orbit("task", "submit", "--handler", "x", "--delay", "60", "-o", "id", env=env)
+    task_id_text = task_id.stdout.strip()
+    db = ["--database-url", server.database_url, "-n", tenant.namespace]
+    commands = [
+        ("task", "get", task_id_text),
+        ("task", "list"),
+        ("workflow", "get", workflow_id),
+        ("workflow", "list"),
+        ("workflow", "history", workflow_id),
+        ("admin", "audit", "list", *db),
+    ]
+    for command in commands:
+        for shown in ("table", "wide", "json", "yaml"):
+            printed = orbit(*command, "-o", shown, env=env)
+            assert printed.returncode == 0, printed.stderr
+            times = TIME_LIKE.findall(printed.stdout)
+            form = JSON_UTC if shown in ("json", "yaml") else HUMAN_UTC
+            assert times and all(form.fullmatch(t.strip("'")) for t in times), (command, times)
+    kolkata = {**env, "TZ": "Asia/Kolkata"}
+    local = orbit("task", "get", task_id_text, "--local", env=kolkata)
+    times = TIME_LIKE.findall(local.stdout)
+    assert times and all(t.endswith("+05:30") for t in times), times
+    local_json = orbit("task", "get", task_id_text, "--local", "-o", "json", env=kolkata)
+    assert json.loads(local_json.stdout)["created_at"].endswith("+05:30")

@@ -181,6 +181,12 @@ def test_the_table_output_says_nothing_was_deleted(pulse: PulseDriver) -> None:
 
 
 def test_a_cutoff_without_a_time_zone_is_refused_with_the_fix(pulse: PulseDriver) -> None:
-    result = inventory(pulse, "--before", "2026-01-01")
+    result = inventory(pulse, "--before", "2026-01-01T10:00:00")
     assert result.exit_code == 2
-    assert "add Z for UTC" in result.output
+    assert "type instead: 2026-01-01T10:00:00Z" in result.output
+
+
+def test_a_date_alone_is_midnight_utc(pulse: PulseDriver) -> None:
+    result = inventory(pulse, "--before", "2026-01-01", "-n", pulse.namespace)
+    assert result.exit_code == 0, result.output
+    assert "Rows created before 2026-01-01T00:00:00Z" in result.output
