@@ -13,9 +13,7 @@ from orbit.reconcile.manifests import KIND_ORDER
 from orbit_store import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = sorted(
-    {ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("examples/**/*.md")}
-)
+DOCUMENTS = sorted({ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("examples/**/*.md")})
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
