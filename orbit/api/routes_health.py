@@ -20,6 +20,7 @@ router = APIRouter(tags=["health"])
 
 #: What GET / points at.
 LINKS = {
+    "console": "/ui/",
     "docs": "/docs",
     "redoc": "/redoc",
     "openapi": "/openapi.json",
@@ -29,11 +30,13 @@ LINKS = {
 }
 
 
-@router.get("/", summary="Where to start: the API docs and the probes", response_model=None)
+@router.get(
+    "/", summary="Where to start: the console, the API docs, the probes", response_model=None
+)
 def root(request: Request) -> Response | dict[str, str]:
-    """A browser is sent to the interactive API docs; anything else gets the links as JSON."""
+    """A browser is sent to the web console; anything else gets the links as JSON."""
     if "text/html" in request.headers.get("accept", ""):
-        return RedirectResponse(LINKS["docs"], status_code=307)
+        return RedirectResponse(LINKS["console"], status_code=307)
     return {"name": "Orbit", "version": __version__, **LINKS}
 
 

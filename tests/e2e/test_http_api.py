@@ -127,16 +127,23 @@ def test_a_submit_only_token_cannot_act_as_a_worker(
     assert r.status_code == 403 and "work" in r.json()["detail"]
 
 
-def test_the_root_points_at_the_docs(server: Server) -> None:
-    """GET / is where a person or a script starts: a browser is sent to the API docs, anything
-    else gets the links as JSON (it was a 404 problem)."""
+def test_the_root_points_at_the_console_and_the_docs(server: Server) -> None:
+    """GET / is where a person or a script starts: a browser is sent to the web console,
+    anything else gets the links as JSON (it was a 404 problem)."""
     links = httpx.get(f"{server.url}/", headers={"Accept": "application/json"})
     assert links.status_code == 200
-    assert {"docs": "/docs", "openapi": "/openapi.json", "health": "/healthz"}.items() <= (
-        links.json().items()
-    )
+    expected = {
+        "console": "/ui/",
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+        "health": "/healthz",
+    }
+    assert expected.items() <= links.json().items()
     browser = httpx.get(f"{server.url}/", headers={"Accept": "text/html,*/*;q=0.8"})
-    assert browser.status_code == 307 and browser.headers["location"] == "/docs"
+    assert browser.status_code == 307 and browser.headers["location"] == "/ui/"
+    for link in links.json().values():
+        if link.startswith("/"):
+            assert httpx.get(f"{server.url}{link}").status_code == 200, link
 
 
 def test_probes_and_metrics(server: Server) -> None:
