@@ -24,11 +24,15 @@ app = typer.Typer(
 Name = Annotated[str, typer.Argument(help="Context name.", show_default=False)]
 
 
-def _config() -> contexts.Config:
+def _config(naming: str | None = None) -> contexts.Config:
+    """The config file; exit 2 if it cannot be used, or if it has no context ``naming``."""
     try:
-        return contexts.load()
+        config = contexts.load()
+        if naming is not None:
+            config.get(naming)
     except contexts.ContextError as exc:
         fail(str(exc), ExitCode.USAGE)
+    return config
 
 
 @app.callback()
@@ -93,11 +97,7 @@ def list_(output: Output = OutputFormat.TABLE) -> None:
 @app.command()
 def use(name: Name) -> None:
     """Make NAME the current context."""
-    config = _config()
-    try:
-        config.get(name)
-    except contexts.ContextError as exc:
-        fail(str(exc), ExitCode.USAGE)
+    config = _config(naming=name)
     config.current = name
     contexts.save(config)
     typer.echo(f"context {name} is current")
@@ -136,11 +136,7 @@ def set_(
 @app.command()
 def delete(name: Name) -> None:
     """Remove a context (if it was current, no context is current afterwards)."""
-    config = _config()
-    try:
-        config.get(name)
-    except contexts.ContextError as exc:
-        fail(str(exc), ExitCode.USAGE)
+    config = _config(naming=name)
     del config.contexts[name]
     if config.current == name:
         config.current = None

@@ -20,6 +20,17 @@ def config(tmp_path: Path) -> dict[str, str]:
     return {"ORBIT_CONFIG": str(tmp_path / "config.yaml")}
 
 
+def set_unreachable_context(orbit: Run, config: dict[str, str], tmp_path: Path) -> None:
+    """The current context ``local``: a server nobody answers at, and a token file."""
+    (tmp_path / "token").write_text("orb_not_a_real_token\n")
+    done = orbit(
+        *("context", "set", "local", "--server", UNREACHABLE),
+        *("--token-file", str(tmp_path / "token")),
+        env=config,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_set_then_show_and_list_the_context(orbit: Run, config: dict[str, str], tmp_path: Path):
     (tmp_path / "token").write_text("orb_not_a_real_token\n")
     saved = orbit(
@@ -52,17 +63,7 @@ def test_set_then_show_and_list_the_context(orbit: Run, config: dict[str, str], 
 def test_a_command_goes_to_the_contexts_server_with_its_token(
     orbit: Run, config: dict[str, str], tmp_path: Path
 ) -> None:
-    (tmp_path / "token").write_text("orb_not_a_real_token\n")
-    orbit(
-        "context",
-        "set",
-        "local",
-        "--server",
-        UNREACHABLE,
-        "--token-file",
-        str(tmp_path / "token"),
-        env=config,
-    )
+    set_unreachable_context(orbit, config, tmp_path)
     done = orbit("task", "list", env=config)
     # not "no token": the context's token file was read; the context's server was tried
     assert done.returncode == ExitCode.UNAVAILABLE, done.stderr
@@ -72,17 +73,7 @@ def test_a_command_goes_to_the_contexts_server_with_its_token(
 def test_flags_and_environment_win_over_the_context(
     orbit: Run, config: dict[str, str], tmp_path: Path
 ) -> None:
-    (tmp_path / "token").write_text("orb_not_a_real_token\n")
-    orbit(
-        "context",
-        "set",
-        "local",
-        "--server",
-        UNREACHABLE,
-        "--token-file",
-        str(tmp_path / "token"),
-        env=config,
-    )
+    set_unreachable_context(orbit, config, tmp_path)
     by_env = orbit("task", "list", env={**config, "ORBIT_SERVER": "http://127.0.0.1:7"})
     assert "cannot reach the Orbit server at http://127.0.0.1:7" in by_env.stderr
     by_flag = orbit(

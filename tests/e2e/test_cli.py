@@ -232,13 +232,18 @@ def test_deleting_a_subscription_with_undelivered_events_names_the_option_to_add
     assert deleted.returncode == 0, deleted.stderr
 
 
+def admin_with_the_example_workflow(server: Server, engine: sa.Engine) -> Tenant:
+    """A namespace, an admin token, and the example order-fulfilment definition published."""
+    tenant = make_tenant(server, engine, ["admin"])
+    manifest = str(ROOT / "examples/manifests/workflowdefinition-order.yaml")
+    assert orbit("workflow", "publish", "-f", manifest, env=tenant.env()).returncode == 0
+    return tenant
+
+
 def test_workflow_input_refused_with_every_problem_each_at_its_json_path(
     server: Server, mariadb_engine: sa.Engine
 ) -> None:
-    tenant = make_tenant(server, mariadb_engine, ["admin"])
-    env = tenant.env()
-    manifest = str(ROOT / "examples/manifests/workflowdefinition-order.yaml")
-    assert orbit("workflow", "publish", "-f", manifest, env=env).returncode == 0
+    env = admin_with_the_example_workflow(server, mariadb_engine).env()
     refused = orbit(
         *("workflow", "start", "order-fulfilment", "--input", '{"order": "seven", "amount": -1}'),
         env=env,
@@ -274,10 +279,8 @@ def test_every_time_the_cli_prints_is_rfc3339_utc_and_local_with_local(
 ) -> None:
     """One form in every human output (to the second, Z), the same with microseconds in JSON;
     --local shows this machine's zone (RFC 3339 with its offset) instead."""
-    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    tenant = admin_with_the_example_workflow(server, mariadb_engine)
     env = tenant.env()
-    manifest = str(ROOT / "examples/manifests/workflowdefinition-order.yaml")
-    assert orbit("workflow", "publish", "-f", manifest, env=env).returncode == 0
     started = orbit(
         *("workflow", "start", "order-fulfilment", "--input", '{"order": 1, "amount": 2}'),
         *("-o", "id"),
