@@ -24,6 +24,8 @@ from .violations import violations
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml"))
+#: The examples name no namespace (kubectl's or the CLI context's applies); the tests put them here.
+EXAMPLES_NAMESPACE = "shop"
 INVALID = sorted((ROOT / "tests" / "k8s" / "invalid").glob("*.yaml"))
 KINDS = ["Queue", "Quota", "Credential", "WorkerPool", "Schedule", "WorkflowDefinition"]
 # The printer columns users see (docs/reference/crds.md), as `kubectl get` prints them.
@@ -38,7 +40,9 @@ COLUMNS = {
 
 
 def example_of(kind: str) -> dict[str, Any]:
+    """The example of ``kind``, placed in EXAMPLES_NAMESPACE."""
     (doc,) = [d for p in EXAMPLES for d in load_yaml_documents(p) if d["kind"] == kind]
+    doc["metadata"]["namespace"] = EXAMPLES_NAMESPACE
     return doc
 
 
@@ -90,7 +94,7 @@ def test_kubectl_explain_shows_the_field_descriptions(cluster: Cluster) -> None:
 def test_example_is_accepted_and_defaulted_as_orbit_defaults_it(api: Kube, path: Path) -> None:
     (doc,) = load_yaml_documents(path)
     answer = api.http.post(
-        orbit_path(doc["kind"], doc["metadata"]["namespace"]),
+        orbit_path(doc["kind"], EXAMPLES_NAMESPACE),
         params={"dryRun": "All", "fieldValidation": "Strict"},
         json=doc,
     )
@@ -101,8 +105,10 @@ def test_example_is_accepted_and_defaulted_as_orbit_defaults_it(api: Kube, path:
 
 
 def test_every_example_applies_with_kubectl_as_one_folder(cluster: Cluster) -> None:
-    """`kubectl apply -f examples/manifests/` (its own namespace, shop) is accepted."""
-    out = cluster.kubectl("apply", "--dry-run=server", "-f", str(ROOT / "examples" / "manifests"))
+    """`kubectl apply -f examples/manifests/` is accepted (the examples name no namespace: they go
+    to kubectl's, here shop)."""
+    folder = str(ROOT / "examples" / "manifests")
+    out = cluster.kubectl("-n", EXAMPLES_NAMESPACE, "apply", "--dry-run=server", "-f", folder)
     assert out.stdout.count("(server dry run)") == len(EXAMPLES), out.stdout
 
 
