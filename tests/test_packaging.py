@@ -1,8 +1,10 @@
 """pyproject's explicit package lists stay complete (the server's, and the SDK's own
-distribution in sdk/), and the CLI answers --version and --help."""
+distribution in sdk/), every runtime dependency is bounded below its next major version, and the
+CLI answers --version and --help."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -52,11 +54,33 @@ def test_the_sdk_is_its_own_distribution_and_the_server_depends_on_it() -> None:
         for init in (ROOT / "sdk" / "orbit_sdk").rglob("__init__.py")
     }
     assert set(sdk["tool"]["setuptools"]["packages"]) == packages
-    light = ("httpx", "httptools", "pydantic")
+    light = ("httpx", "pydantic")
     assert all(d.startswith(light) for d in sdk["project"]["dependencies"])
     server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pinned = f"{sdk['project']['name']}=={sdk['project']['version']}"
     assert pinned in server
+
+
+def _runtime_dependencies() -> list[str]:
+    found = []
+    for path in (ROOT / "pyproject.toml", ROOT / "sdk" / "pyproject.toml"):
+        project = tomllib.loads(path.read_text())["project"]
+        found += project["dependencies"]
+        found += [
+            d
+            for name, deps in project["optional-dependencies"].items()
+            if name != "dev"
+            for d in deps
+        ]
+    return found
+
+
+def test_every_runtime_dependency_has_an_upper_bound() -> None:
+    """A library whose next major release changes its API must not arrive unannounced."""
+    dependencies = _runtime_dependencies()
+    assert any(d.startswith("fastapi") for d in dependencies)
+    unbounded = [d for d in dependencies if not re.search(r"(<|==)\s*[0-9]", d)]
+    assert unbounded == []
 
 
 def test_version_and_help() -> None:

@@ -31,7 +31,6 @@ from orbit_store import replicas
 
 from . import (
     body_limit,
-    hot_routes,
     limits,
     problems,
     request_ids,
@@ -52,9 +51,7 @@ from . import (
 from .auth import TokenCache
 from .context import AppContext, ServerSettings
 from .ready_watch import ReadyWatch
-from .sibling_wakeups import SiblingWakeups
 from .submit_groups import SubmitGroups
-from .submit_turns import SubmitTurns
 from .wakeups import Wakeups
 
 log = logging.getLogger("orbit.server")
@@ -151,33 +148,18 @@ def record_serving(ctx: AppContext) -> None:
         log.warning("could not record this replica's start; the reaper will retry")
 
 
-def _siblings(settings: ServerSettings) -> SiblingWakeups | None:
-    """This HTTP process's link to the other processes of its pod, if it has siblings."""
-    if settings.pod_dir is None:
-        return None
-    return SiblingWakeups(settings.pod_dir)
-
-
-def _submit_turns(settings: ServerSettings) -> SubmitTurns | None:
-    """The pod's submission turns, shared with the other HTTP processes, if it has them."""
-    if settings.pod_dir is None:
-        return None
-    return SubmitTurns(settings.pod_dir, settings.submit_transactions)
-
-
 def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     metrics = Metrics(engine, settings.gauge_interval)
     ctx = AppContext(
         engine=engine,
         settings=settings,
-        wakeups=Wakeups(_siblings(settings)),
+        wakeups=Wakeups(),
         metrics=metrics,
         liveness=ReplicaLiveness(engine),
         submit_groups=SubmitGroups(
             engine,
             in_flight=settings.submit_transactions,
             observe=metrics.batch_items.labels("submit_group").observe,
-            turns=_submit_turns(settings),
         ),
     )
 
@@ -199,8 +181,6 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
             watch.cancel()
         for loop in loops:
             loop.stop()
-        if ctx.wakeups.siblings is not None:
-            ctx.wakeups.siblings.close()
 
     # /docs and /redoc load their assets from the package, not a CDN (air-gapped clusters).
     app = FastAPIOffline(
@@ -212,13 +192,14 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     )
     max_body_bytes = limits.body_limit(settings.max_payload_bytes)
     app.add_middleware(body_limit.BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(request_ids.RequestIds)  # added last: outermost of Orbit's middleware
     app.state.ctx = ctx
     _declare_worker_protocol(app)
     app.state.engine = engine
     app.state.token_cache = TokenCache()
     problems.install(app)
-    # In the order of traffic: a request is matched against the routers in turn (~10-20 µs
-    # each), so the ones the task lifecycle calls most come first (docs/performance.md).
+    # In the order of traffic: a request is matched against the routers in turn, so the ones
+    # the task lifecycle calls most come first.
     docs = list(app.router.routes)  # FastAPI's own /openapi.json, /docs and /redoc
     for routes in (
         routes_tasks,  # submit: one request per task
@@ -237,11 +218,6 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         app.include_router(routes.router)
     console.install(app)  # the web console under /ui, a client of the routes above
     app.router.routes[:] = [route for route in app.router.routes if route not in docs] + docs
-    # Built now, with the hot routes in front (hot_routes.py) and request ids outermost, so
-    # that every answer carries one, a 500 too. No middleware is added later.
-    app.middleware_stack = request_ids.RequestIds(
-        hot_routes.HotRoutes(app, app.build_middleware_stack(), max_body_bytes=max_body_bytes)
-    )
     return app
 
 

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from orbit_store import errors as store
 from orbit_store.db import data_refused, is_data_error
 
-from . import limits
+from . import limits, request_ids
 from .request_ids import request_id
 
 PROBLEM_BASE = "https://orbit.dev/problems/"
@@ -230,10 +230,14 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         rid = request_id(request)
         log.exception("unhandled error", extra={"request_id": rid, "path": request.url.path})
-        return problem(
+        answer = problem(
             500,
             "internal",
             "unexpected server error; see the server log",
             request,
             request_id=rid,
         )
+        # Starlette answers a 500 from its outermost layer, past the request-id middleware.
+        if rid is not None:
+            answer.headers[request_ids.HEADER] = rid
+        return answer

@@ -30,10 +30,10 @@ SUPERVISOR_ENV = "ORBIT_SERVER_SUPERVISOR_PID"
 log = logging.getLogger("orbit.server")
 
 
-def settings_for_processes(settings: ServerSettings, pod_dir: str | None = None) -> str:
+def settings_for_processes(settings: ServerSettings) -> str:
     """The JSON an HTTP process rebuilds its settings from: every loop but the gauge loop is
-    the supervising process's; ``pod_dir`` is the directory the pod's processes share."""
-    http_only = dataclasses.replace(settings, run_engines=False, run_gauges=True, pod_dir=pod_dir)
+    the supervising process's."""
+    http_only = dataclasses.replace(settings, run_engines=False, run_gauges=True)
     return json.dumps(dataclasses.asdict(http_only))
 
 

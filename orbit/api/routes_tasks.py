@@ -24,7 +24,6 @@ from orbit_store.pulse.waiting import waiting_causes
 from . import limits, schemas
 from .auth import READ_ROLES, CurrentCredential, authorize
 from .context import AppContext, Ctx
-from .lean_routes import lean_post
 from .problems import ApiProblem
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
@@ -95,8 +94,7 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return value.astimezone(dt.UTC).replace(tzinfo=None)
 
 
-@lean_post(  # the request answered most: its parameters are worked out once, not per request
-    router,
+@router.post(
     "",
     status_code=201,
     response_model=schemas.Task,
@@ -128,8 +126,7 @@ async def accept_submission(
     ctx: AppContext, namespace: str, body: schemas.TaskSubmission, submitter: str
 ) -> tuple[schemas.Task, bool]:
     """A submission that passed its checks (token, role, payload size): accepted or replayed
-    (the task and whether it was a replay), or the store's typed refusal raised. Shared by
-    the route above and its fast path (``fast_submit``), so the two cannot drift apart."""
+    (the task and whether it was a replay), or the store's typed refusal raised."""
     request = submission_request(namespace, body, submitter)
     result = await ctx.submit_groups.submit(request)
     ctx.metrics.submissions.labels(

@@ -51,12 +51,5 @@ class ServerSettings:
     #: Submission transactions one HTTP process runs at once; one-by-one submissions arriving
     #: meanwhile wait and share the next (group commit, api/submit_groups.py). One: the
     #: requests that arrive during a transaction all go in the next, so groups are as large as
-    #: the load makes them. Measured against two (docs/performance.md, 2026-12-03 evening;
-    #: 8 submitting processes): 20-30% less server CPU per submit in five pairs of runs out of
-    #: five, and a lower p99; with 4 or more, requests rarely wait and it costs twice as much.
-    #: Several server processes (--workers) each run their own.
-    submit_transactions: int = 1  # at once, across the pod's HTTP processes
-    #: The directory the HTTP processes of `--workers N` share, made by their supervisor: the
-    #: pod's wake-up sockets (api/sibling_wakeups.py) and submission turns
-    #: (api/submit_turns.py); None: a process alone.
-    pod_dir: str | None = None
+    #: the load makes them (bench/NOTES.md has the measurements that chose it).
+    submit_transactions: int = 1

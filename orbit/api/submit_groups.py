@@ -1,4 +1,4 @@
-"""Group commit of single submissions (issue 9).
+"""Group commit of single submissions.
 
 Each ``POST /v1/namespaces/{ns}/tasks`` hands its request to :class:`SubmitGroups` and waits for
 its own answer. At most ``in_flight`` groups (``ServerSettings.submit_transactions``) run at
@@ -14,11 +14,6 @@ next waiting group itself, and only when none is waiting does it return to its p
 steady stream of submissions the transactions so follow each other without a trip through the
 event loop and a thread hand-off each (about a fifth of a group's cycle, docs/performance.md).
 Each request is answered on its own event loop, once per group and loop.
-
-With several HTTP processes in a pod (``orbit server --workers``), ``in_flight`` bounds the pod's
-transactions, not each process's: a thread takes one of the pod's turns (``submit_turns``)
-before it takes its group, so a process's submissions wait while another process's transaction
-runs, and go together in the next.
 
 Every request is answered as it would have been alone (``orbit_store.pulse.submit_group``).
 A request whose client has gone away is still submitted: like a lone submission whose answer
@@ -42,8 +37,6 @@ from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.pulse.submit_batch import SUB_BATCH
 from orbit_store.pulse.submit_group import Answer, groupable, submit_group
 
-from .submit_turns import SubmitTurns
-
 Waiting = tuple[SubmitRequest, "asyncio.Future[SubmitResult]"]
 Group = tuple[str, list[Waiting]]
 
@@ -58,13 +51,10 @@ class SubmitGroups:
         *,
         in_flight: int,
         observe: Callable[[int], None] = lambda size: None,
-        turns: SubmitTurns | None = None,
     ) -> None:
-        """``turns``: the pod's, shared with the other HTTP processes (None: a lone process)."""
         if in_flight < 1:
             raise ValueError("in_flight must be at least 1")
         self.engine, self.in_flight, self.observe = engine, in_flight, observe
-        self.turns = turns
         # Shared with the transactions' threads: every read and change holds the lock.
         self._lock = threading.Lock()
         self._waiting: dict[str, list[Waiting]] = {}  # oldest namespace first
@@ -109,28 +99,22 @@ class SubmitGroups:
             raise
 
     def _run_next_group(self) -> tuple[list[Waiting], list[Answer]] | None:
-        """The next group and its answers, in one of the pod's turns (taken before the group,
-        so the submissions that arrive while it waits for one join the group); None when no
-        group waits."""
-        with self._turn():
-            taken = self._take()
-            if taken is None:
-                return None
-            namespace, group = taken
-            try:
-                self.observe(len(group))
-                answers: list[Answer] = submit_group(
-                    self.engine, namespace, [request for request, _ in group]
-                )
-            except Exception as exc:  # the group failed as a whole (the database is down)
-                answers = [exc] * len(group)
-            finally:
-                with self._lock:
-                    self._in_transaction -= 1
-            return group, answers
-
-    def _turn(self) -> contextlib.AbstractContextManager[None]:
-        return self.turns.turn() if self.turns is not None else contextlib.nullcontext()
+        """The next group and its answers; None when no group waits."""
+        taken = self._take()
+        if taken is None:
+            return None
+        namespace, group = taken
+        try:
+            self.observe(len(group))
+            answers: list[Answer] = submit_group(
+                self.engine, namespace, [request for request, _ in group]
+            )
+        except Exception as exc:  # the group failed as a whole (the database is down)
+            answers = [exc] * len(group)
+        finally:
+            with self._lock:
+                self._in_transaction -= 1
+        return group, answers
 
     def _take(self) -> Group | None:
         """The next group (oldest namespace first, at most ``SUB_BATCH`` requests), or None:

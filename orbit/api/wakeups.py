@@ -6,9 +6,6 @@ that have waited longest — not every waiter of the namespace. Work made ready 
 (another server process or replica, the scheduler, Weave, a retry falling due, a permit or gate
 released) is found by the process's shared probe (ready_watch.py), which wakes waiters through
 :meth:`Wakeups.wake_wants`; each waiter's own poll (``orbit_store.pulse.probe``) is the fallback.
-Inside one pod of several processes (`orbit server --workers N`) a notification the waiters here
-did not use up is passed on to the sibling processes at once (sibling_wakeups.py), so a
-submission to one process wakes a request waiting in another without waiting for its probe.
 
 A process about to stop answers its waiting requests at once (:meth:`Wakeups.release`): a
 long poll would otherwise hold the shutdown for its whole wait.
@@ -21,8 +18,6 @@ import threading
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-
-from .sibling_wakeups import SiblingWakeups
 
 
 @dataclass(eq=False)
@@ -42,9 +37,7 @@ class Waiter:
 
 
 class Wakeups:
-    def __init__(self, siblings: SiblingWakeups | None = None) -> None:
-        #: The pod's other processes, told what the waiters here did not take (None: alone).
-        self.siblings = siblings
+    def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         # Insertion-ordered: the first waiters registered are woken first.
@@ -56,11 +49,8 @@ class Wakeups:
         self.stopping = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Called on the event loop's own thread (the app's lifespan); from then on the
-        siblings' notifications wake the waiters here too."""
+        """Called on the event loop's own thread (the app's lifespan)."""
         self._loop, self._loop_thread = loop, threading.get_ident()
-        if self.siblings is not None:
-            self.siblings.listen(loop, self._wake)
 
     def waiter(
         self, namespace: str, queues: list[str], handlers: list[str] | None
@@ -96,40 +86,24 @@ class Wakeups:
     def notify(self, namespace: str, queue: str, handler: str, count: int = 1) -> None:
         """Thread-safe: called after ``count`` tasks became READY, from a request thread or
         from the event loop (an async route: then the waiters are woken at once, without the
-        loop's self-pipe write and wake-up a hand-over from another thread costs). What the
-        waiters here do not take goes to the sibling processes; a process that serves no
-        request (the supervisor of `--workers N`, whose engine loops notify) passes on all."""
-        if count <= 0:
-            return
-        if self._loop is None or self._loop.is_closed():
-            if self.siblings is not None:
-                self.siblings.pass_on(namespace, queue, handler, count)
+        loop's self-pipe write and wake-up a hand-over from another thread costs). A process
+        that serves no request (the supervisor of `--workers N`) has no loop: its tasks are
+        found by the HTTP processes' probes."""
+        if count <= 0 or self._loop is None or self._loop.is_closed():
             return
         if threading.get_ident() == self._loop_thread:
-            self._wake_here_then_siblings(namespace, queue, handler, count)
+            self._wake(namespace, queue, handler, count)
         else:
-            self._loop.call_soon_threadsafe(
-                self._wake_here_then_siblings, namespace, queue, handler, count
-            )
+            self._loop.call_soon_threadsafe(self._wake, namespace, queue, handler, count)
 
-    def _wake_here_then_siblings(
-        self, namespace: str, queue: str, handler: str, count: int
-    ) -> None:
-        left = self._wake(namespace, queue, handler, count)
-        if left and self.siblings is not None:
-            self.siblings.pass_on(namespace, queue, handler, left)
-
-    def _wake(self, namespace: str, queue: str, handler: str, count: int) -> int:
-        """Wake up to ``count`` waiters wanting (queue, handler), longest waiting first; returns
-        how many of the ``count`` found no waiter. Never passes anything on: a sibling's
-        notification arrives here, and must not travel back."""
+    def _wake(self, namespace: str, queue: str, handler: str, count: int) -> None:
+        """Wake up to ``count`` waiters wanting (queue, handler), longest waiting first."""
         for waiter in list(self._waiters.get(namespace, {})):
             if count == 0:
                 break
             if not waiter.future.done() and waiter.wants(queue, handler):
                 waiter.future.set_result(None)
                 count -= 1
-        return count
 
     def waiting_wants(self) -> dict[str, set[tuple[str, str | None]]]:
         """Namespace -> what its waiting requests can run: (queue, handler) pairs, (queue, None)

@@ -59,8 +59,10 @@ def server(
         str,
         typer.Option(
             envvar="ORBIT_SERVER_WORKERS",
-            help="HTTP processes serving the port: a number, or 'auto' for one per CPU. With "
-            "more than 1 the engine loops run once, in the supervising process.",
+            help="HTTP processes serving the port: a number, or 'auto' for one per CPU. The "
+            "default, 1, is the documented way: add cores by adding replicas "
+            "(docs/scaling.md). With more than 1 the engine loops run once, in the "
+            "supervising process.",
         ),
     ] = "1",
     lease_poll_interval: Annotated[
@@ -104,9 +106,8 @@ def server(
         typer.Option(
             envvar="ORBIT_SUBMIT_TRANSACTIONS",
             min=1,
-            help="Submission transactions the server runs at once, across its HTTP processes "
-            "(--workers: they take turns); one-by-one submissions that arrive meanwhile wait "
-            "and share the next (group commit).",
+            help="Submission transactions each HTTP process runs at once; one-by-one "
+            "submissions that arrive meanwhile wait and share the next (group commit).",
         ),
     ] = 1,
 ) -> None:
@@ -142,7 +143,6 @@ def server(
     import uvicorn
 
     from orbit.api.app import create_app
-    from orbit.api.http_protocol import UVICORN_PROTOCOLS
 
     engine = store_engine(
         database_url,
@@ -154,7 +154,7 @@ def server(
         create_app(engine, settings),
         host=host,
         port=port,
-        **UVICORN_PROTOCOLS,
+        ws="none",  # Orbit serves no WebSocket
         log_config=None,
         access_log=False,
     )

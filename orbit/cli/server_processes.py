@@ -6,20 +6,17 @@ kernel spreads connections among them), restarts one that dies, and on SIGTERM s
 scheduler, deliveries, Weave — once for the pod: they would be safe N times over (every decision
 is a conditional transaction, SKIP LOCKED), but each copy adds its queries every interval for
 nothing. Each HTTP process runs only the gauge loop (its /metrics serves that snapshot) and its
-own shared wake-up probe (orbit/api/ready_watch.py). A task made READY by a submission to one
-process, or by the engine loops here, wakes the lease requests waiting in the other processes at
-once: the processes pass on what their own waiters did not take over Unix datagram sockets in a
-directory made here for the pod (orbit/api/sibling_wakeups.py); the probe remains the fallback,
-and the only way between replicas.
+own shared wake-up probe (orbit/api/ready_watch.py): a task made READY by a submission to one
+process, or by the engine loops here, reaches a lease request waiting in another process
+through that probe, as it reaches one waiting in another replica (docs/scaling.md). One
+process per pod and more replicas is the default and the documented way to scale.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
-import tempfile
 from typing import TYPE_CHECKING
 
 from orbit.metrics_processes import prepare_directory, remove_directory
@@ -44,9 +41,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
 
     from orbit.api.app import engine_loops, record_serving
     from orbit.api.context import AppContext
-    from orbit.api.http_protocol import UVICORN_PROTOCOLS
     from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
-    from orbit.api.sibling_wakeups import SiblingWakeups
     from orbit.api.submit_groups import SubmitGroups
     from orbit.api.wakeups import Wakeups
     from orbit.engines.liveness import ReplicaLiveness
@@ -59,9 +54,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         pool_size=ENGINE_POOL_SIZE,
         io_timeout=settings.database_timeout,
     )
-    # Shared by the HTTP processes: their wake-up sockets and submission turns.
-    pod_dir = tempfile.mkdtemp(prefix="orbit-pod-")
-    os.environ[SETTINGS_ENV] = settings_for_processes(settings, pod_dir)
+    os.environ[SETTINGS_ENV] = settings_for_processes(settings)
     os.environ[SUPERVISOR_ENV] = str(os.getpid())
     os.environ["ORBIT_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().level)
     config = uvicorn.Config(
@@ -70,17 +63,16 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         workers=workers,
         host=settings.host,
         port=settings.port,
-        **UVICORN_PROTOCOLS,
+        ws="none",  # Orbit serves no WebSocket
         log_config=None,
         access_log=False,
     )
-    # No lease request waits in this process: what the loops make ready (Weave) is passed on to
-    # the HTTP processes (their probes would find it too, later).
-    siblings = SiblingWakeups(pod_dir)
+    # No lease request waits in this process: what the loops make ready (Weave) is found by
+    # the HTTP processes' probes.
     ctx = AppContext(
         engine,
         settings,
-        Wakeups(siblings),
+        Wakeups(),
         Metrics(engine, settings.gauge_interval),
         ReplicaLiveness(engine),
         SubmitGroups(engine, in_flight=settings.submit_transactions),  # unused: serves no request
@@ -99,7 +91,5 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         for loop in loops:
             loop.stop()
         engine.dispose()
-        siblings.close()
-        shutil.rmtree(pod_dir, ignore_errors=True)
         if created:
             remove_directory(metrics_dir)

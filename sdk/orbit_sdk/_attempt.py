@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from . import _calls
 from ._attempt_threads import AttemptThreads
 from ._lease_deadline import report_timeout_passed
@@ -21,7 +23,6 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
 from ._report_buffer import CallBatcher
 from ._transport import Call
-from ._wire import Answered
 from .context import TaskContext
 from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
 from .models import CompletionResponse, Lease, StartResponse
@@ -74,7 +75,7 @@ class AttemptRunner:
     def __init__(
         self,
         *,
-        send: Callable[[Call], Answered],
+        send: Callable[[Call], httpx.Response],
         handlers: Mapping[str, RegisteredHandler],
         live: LiveSet,
         stopping: threading.Event,

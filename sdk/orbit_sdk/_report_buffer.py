@@ -28,9 +28,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+import httpx
+
 from . import _calls
 from ._transport import Call
-from ._wire import Answered
 from .errors import NotFound, OrbitError, PayloadTooLarge, ValidationFailed, error_for_problem
 from .models import Problem
 
@@ -52,7 +53,7 @@ class CallBatcher:
         self,
         *,
         name: str,
-        send: Callable[[Call], Answered],
+        send: Callable[[Call], httpx.Response],
         batch_call: Callable[[list[dict[str, Any]], float | None], Call],
         single: Callable[[dict[str, Any], float | None], dict[str, Any]],
         linger: float = DEFAULT_LINGER,
@@ -145,7 +146,7 @@ def _refusal(problem: dict[str, Any]) -> OrbitError:
     return error_for_problem(Problem.model_validate(problem))
 
 
-def start_batcher(send: Callable[[Call], Answered], linger: float) -> CallBatcher:
+def start_batcher(send: Callable[[Call], httpx.Response], linger: float) -> CallBatcher:
     """Starts: answers ``{"already_started", "lease_expires_at"}``."""
 
     def single(item: dict[str, Any], budget: float | None) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def start_batcher(send: Callable[[Call], Answered], linger: float) -> CallBatche
     )
 
 
-def report_batcher(send: Callable[[Call], Answered], linger: float) -> CallBatcher:
+def report_batcher(send: Callable[[Call], httpx.Response], linger: float) -> CallBatcher:
     """Outcome reports: answers ``{"outcome_status", "task_state", "reason"}``."""
 
     def single(item: dict[str, Any], budget: float | None) -> dict[str, Any]:

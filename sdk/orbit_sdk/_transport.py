@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
 import logging
 import random
@@ -31,8 +30,6 @@ from typing import Any
 
 import httpx
 
-from ._http11 import Http11Transport
-from ._wire import Answered, LeanAnswer, LeanWire, async_exchange, exchange
 from .errors import OrbitError, ServerUnreachable, ValidationFailed, error_for_problem
 from .json_values import storable_problem
 from .models import Problem
@@ -190,6 +187,23 @@ class _Retrier:
             return self._delay(_retry_after(response))
         return None
 
+    def next_try(self, outcome: httpx.Response | httpx.TransportError) -> float | None:
+        """After one try: None when ``outcome`` is the answer to return (a 2xx), the seconds to
+        wait before the next try, or the typed error for the final failure raised."""
+        if isinstance(outcome, httpx.TransportError):
+            delay = self.after_exception(outcome)
+            if delay is None:
+                raise _unreachable(self.call, outcome) from outcome
+            self.log_retry(type(outcome).__name__, delay)
+            return delay
+        if outcome.is_success:
+            return None
+        delay = self.after_response(outcome)
+        if delay is None:
+            raise error_from_response(outcome)
+        self.log_retry(f"HTTP {outcome.status_code}", delay)
+        return delay
+
     def log_retry(self, why: str, delay: float) -> None:
         log.warning(
             "orbit request %s %s failed (%s); retry %d in %.2fs",
@@ -210,43 +224,6 @@ def _try_timeout(call: Call, client: httpx.Timeout) -> httpx.Timeout:
     return httpx.Timeout(call.budget if usual is None else min(usual, call.budget))
 
 
-class _Requests:
-    """Builds a call's ``httpx.Request`` for sending at about two thirds of the CPU of
-    ``client.request`` (docs/performance.md): the absolute URL of each path is resolved once by
-    the client itself (``build_request``: its base URL and its encoding) and kept, instead of
-    parsed and merged again per request. The client's headers and timeout are read per request;
-    ``_wire.exchange`` sends it as the client would (its proxies, its cookie jar). A call with query
-    parameters, or a client holding cookies (say, an ingress's affinity cookie), is built by
-    ``build_request`` as before."""
-
-    #: Paths kept (task ids make them unbounded): the cache starts afresh when full.
-    MAX_PATHS = 512
-
-    def __init__(self, client: httpx.Client | httpx.AsyncClient) -> None:
-        self.client = client
-        self._urls: dict[str, httpx.URL] = {}
-
-    def build(self, call: Call) -> httpx.Request:
-        client, params = self.client, call.clean_params()
-        timeout = _try_timeout(call, client.timeout)
-        if params or client.cookies:
-            return client.build_request(
-                call.method, call.path, json=call.json, params=params, timeout=timeout
-            )
-        url = self._urls.get(call.path)
-        if url is None:
-            if len(self._urls) >= self.MAX_PATHS:
-                self._urls.clear()
-            url = self._urls[call.path] = client.build_request("GET", call.path).url
-        return httpx.Request(
-            call.method,
-            url,
-            json=call.json,
-            headers=client.headers,
-            extensions={"timeout": timeout.as_dict()},
-        )
-
-
 def _policy(call: Call, default: RetryPolicy) -> RetryPolicy:
     policy = call.retry or default
     if call.budget is not None and call.budget < policy.max_elapsed:
@@ -263,59 +240,48 @@ def _unreachable(call: Call, exc: Exception) -> ServerUnreachable:
     return err
 
 
+def _request(call: Call, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+    return client.build_request(
+        call.method,
+        call.path,
+        json=call.json,
+        params=call.clean_params(),
+        timeout=_try_timeout(call, client.timeout),
+    )
+
+
 class SyncTransport:
-    """Sends ``Call``s over an ``httpx.Client``; thread-safe because httpx's pool is.
-    ``direct``: the transport every request of ``client`` reaches, to hand them to it
-    (``_wire``)."""
+    """Sends ``Call``s over an ``httpx.Client`` (thread-safe because httpx's pool is)."""
 
     def __init__(
         self,
         client: httpx.Client,
         policy: RetryPolicy | None = None,
         *,
-        direct: httpx.BaseTransport | None = None,
         sleep: Callable[[float], object] = time.sleep,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client, self.direct = client, direct
+        self.client = client
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._clock = clock
-        self._requests = _Requests(client)
-        self._lean = LeanWire(client, direct) if isinstance(direct, Http11Transport) else None
 
-    def send(self, call: Call) -> Answered:
+    def send(self, call: Call) -> httpx.Response:
         """Return a 2xx answer or raise the typed error for the final failure."""
         retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
         while True:
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = self._exchange(call)
+                outcome = self.client.send(_request(call, self.client))
             except httpx.TransportError as exc:
-                delay = retrier.after_exception(exc)
-                if delay is None:
-                    raise _unreachable(call, exc) from exc
-                retrier.log_retry(type(exc).__name__, delay)
-                self._sleep(delay)
-                continue
-            if isinstance(response, LeanAnswer) or response.is_success:
-                return response
-            delay = retrier.after_response(response)
+                outcome = exc
+            delay = retrier.next_try(outcome)
             if delay is None:
-                raise error_from_response(response)
-            retrier.log_retry(f"HTTP {response.status_code}", delay)
+                assert isinstance(outcome, httpx.Response)
+                return outcome
             self._sleep(delay)
-
-    def _exchange(self, call: Call) -> Answered:
-        """One try: straight to the SDK's transport where it can (``_wire.LeanWire``), else
-        through httpx's request and response."""
-        lean = self._lean
-        if lean is not None and lean.takes(call.method, call.params):
-            timeouts = _try_timeout(call, self.client.timeout).as_dict()
-            request = functools.partial(self._requests.build, call)
-            return lean.exchange(call.method, call.path, call.json, timeouts, request)
-        return exchange(self.client, self.direct, self._requests.build(call))
 
     def close(self) -> None:
         self.client.close()
@@ -326,45 +292,36 @@ async def _async_sleep(delay: float) -> None:
 
 
 class AsyncTransport:
-    """The ``httpx.AsyncClient`` twin of ``SyncTransport``, with the same retry decisions."""
+    """The ``httpx.AsyncClient`` twin of ``SyncTransport``: the same requests, the same retry
+    decisions (``_Retrier.next_try``); only the sending and the sleeping are awaited."""
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         policy: RetryPolicy | None = None,
         *,
-        direct: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Any] = _async_sleep,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client, self.direct = client, direct
+        self.client = client
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._clock = clock
-        self._requests = _Requests(client)
 
     async def send(self, call: Call) -> httpx.Response:
         retrier = _Retrier(call, _policy(call, self.policy), self._rng, self._clock)
         while True:
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await async_exchange(
-                    self.client, self.direct, self._requests.build(call)
-                )
+                outcome = await self.client.send(_request(call, self.client))
             except httpx.TransportError as exc:
-                delay = retrier.after_exception(exc)
-                if delay is None:
-                    raise _unreachable(call, exc) from exc
-                retrier.log_retry(type(exc).__name__, delay)
-                await self._sleep(delay)
-                continue
-            if response.is_success:
-                return response
-            delay = retrier.after_response(response)
+                outcome = exc
+            delay = retrier.next_try(outcome)
             if delay is None:
-                raise error_from_response(response)
-            retrier.log_retry(f"HTTP {response.status_code}", delay)
+                assert isinstance(outcome, httpx.Response)
+                return outcome
             await self._sleep(delay)
 
     async def aclose(self) -> None:

@@ -23,7 +23,6 @@ from ._bulk import AsyncBulkMethods, BulkMethods
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
-from ._wire import async_http, sync_http
 from .errors import TimeoutExpired
 from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
 from .results import AsyncResultsMethods, ResultsMethods
@@ -46,6 +45,23 @@ def default_headers(token: str | None) -> dict[str, str]:
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return headers
+
+
+def sync_http(
+    server: str,
+    token: str | None,
+    timeout: float,
+    transport: httpx.BaseTransport | None,
+    limits: httpx.Limits = httpx.Limits(),
+) -> httpx.Client:
+    """The httpx client a ``Client`` or ``Worker`` sends through."""
+    return httpx.Client(
+        base_url=server,
+        headers=default_headers(token),
+        timeout=timeout,
+        transport=transport,
+        limits=limits,
+    )
 
 
 def _timeout_error(task_id: str, timeout: float | None, last: TaskDetail | None) -> TimeoutExpired:
@@ -75,13 +91,8 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.server = resolve_server(server)
-        http, direct = sync_http(
-            self.server,
-            default_headers(resolve_token(token)),
-            timeout,
-            transport,
-        )
-        self._transport = SyncTransport(http, retry, direct=direct)
+        http = sync_http(self.server, resolve_token(token), timeout, transport)
+        self._transport = SyncTransport(http, retry)
 
     def __repr__(self) -> str:  # never the token
         return f"Client({self.server!r})"
@@ -277,13 +288,13 @@ class AsyncClient(
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.server = resolve_server(server)
-        http, direct = async_http(
-            self.server,
-            default_headers(resolve_token(token)),
-            timeout,
-            transport,
+        http = httpx.AsyncClient(
+            base_url=self.server,
+            headers=default_headers(resolve_token(token)),
+            timeout=timeout,
+            transport=transport,
         )
-        self._transport = AsyncTransport(http, retry, direct=direct)
+        self._transport = AsyncTransport(http, retry)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.server!r})"

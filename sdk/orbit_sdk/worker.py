@@ -39,8 +39,7 @@ from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from ._transport import Call, RetryPolicy, SyncTransport
-from ._wire import Answered, sync_http
-from .client import DEFAULT_TIMEOUT, default_headers, resolve_server, resolve_token
+from .client import DEFAULT_TIMEOUT, resolve_server, resolve_token, sync_http
 from .context import TaskContext
 from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
 from .models import Identity, Lease, LeaseBatch, Session
@@ -123,9 +122,9 @@ class Worker:
         #: Requests carry a token (given here or from ORBIT_TOKEN); without one the server
         #: refuses every call.
         self.has_token = bearer is not None
-        http, direct = sync_http(
+        http = sync_http(
             self.server,
-            default_headers(bearer),
+            bearer,
             timeout,
             transport,
             # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long
@@ -141,7 +140,7 @@ class Worker:
         self._abandon = threading.Event()  # drain_timeout passed: stop retrying reports
         # Transport retry sleeps end early once we give up on the drain, so no thread lingers
         # in a backoff after run() returned.
-        self._transport = SyncTransport(http, retry, sleep=self._abandon.wait, direct=direct)
+        self._transport = SyncTransport(http, retry, sleep=self._abandon.wait)
         self._ready = threading.Event()
         self._signals = 0
         self._started = False
@@ -353,7 +352,7 @@ class Worker:
 
     # --- session ----------------------------------------------------------------------------
 
-    def send(self, call: Call) -> Answered:
+    def send(self, call: Call) -> httpx.Response:
         return self._transport.send(call)
 
     def _register_until_ok(self) -> bool:

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_sdk import Client
-from orbit_store.db import create_store_engine
 
 from .conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
 
@@ -188,13 +187,13 @@ def test_every_scrape_counts_the_whole_pod(pod: Server, everyone: Tenant) -> Non
     assert totals == {20.0}
 
 
-def test_concurrent_submissions_to_a_pod_are_each_accepted_once_in_its_turns(
+def test_concurrent_submissions_to_a_pod_are_each_accepted_once_inv6(
     pod: Server, everyone: Tenant
 ) -> None:
-    """Both HTTP processes group the submissions they receive, one pod-wide transaction at a
-    time (api/submit_turns.py): 8 clients on connections of their own (spread over the two
-    processes by the kernel) each submit 25 tasks under keys, then again; every key names one
-    task, and the second round replays them all."""
+    """Both HTTP processes group the submissions they receive (api/submit_groups.py): 8
+    clients on connections of their own (spread over the two processes by the kernel) each
+    submit 25 tasks under keys, then again; every key names one task, and the second round
+    replays them all."""
     keys = [[f"k-{c}-{n}" for n in range(25)] for c in range(8)]
 
     def submit_all(own: list[str]) -> list[tuple[str, bool]]:
@@ -259,64 +258,16 @@ def http_processes(pid: int) -> list[int]:
     return spawned if len(spawned) == 2 else []
 
 
-#: Inside a pod without the probe: far below the 30 s fallback poll, above the seconds a pass
-#: of the engine loops can take when the suite loads the machine.
-BEFORE_THE_POLL = 10.0
-
-
-@pytest.fixture(scope="module")
-def pod_without_probe(
-    migrated_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    """`orbit server --workers 2` with the shared probe off and a 30 s fallback poll: inside the
-    pod, only a notification passed on between its processes wakes a request promptly. On a
-    database of its own: another test server on the same one is another replica to this pod —
-    its Weave loop may advance this pod's workflows, and only the probe reaches across replicas
-    (this failed in the full suite, where such servers run, and never alone)."""
-    log = tmp_path_factory.mktemp("pod-without-probe") / "server.log"
-    started = start_server(
-        migrated_database(),
-        log,
-        *("--workers", "2", "--lease-poll-interval", str(LONG_POLL)),
-        *("--wake-probe-interval", "0"),
-    )
-    wait_until(lambda: is_ready(started), timeout=30)
-    yield started
-    stop_server(started)
-
-
-@pytest.fixture(scope="module")
-def pod_engine(pod_without_probe: Server) -> Iterator[sa.Engine]:
-    engine = create_store_engine(pod_without_probe.database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def podmates(pod_without_probe: Server, pod_engine: sa.Engine) -> Tenant:
-    return make_tenant(pod_without_probe, pod_engine, ["submit", "work", "review", "admin"])
-
-
 def test_a_submission_to_one_process_wakes_requests_waiting_in_the_other_inv2(
-    pod_without_probe: Server, podmates: Tenant
+    pod: Server, everyone: Tenant
 ) -> None:
     """Six requests and six submissions, each on its own connection, so the kernel spreads both
-    over the two processes: every request gets one task well before its 30 s poll would have
+    over the pod's two processes: the shared probe of each process wakes its requests for the
+    other's submissions, every request gets one task well before its 30 s poll would have
     found it, and no task is granted twice (invariant 2)."""
-    polls = [Poll(podmates) for _ in range(6)]
+    polls = [Poll(everyone) for _ in range(6)]
     submitted = time.monotonic()
-    task_ids = {submit(pod_without_probe, podmates, new_connection=True) for _ in range(len(polls))}
+    task_ids = {submit(pod, everyone, new_connection=True) for _ in range(len(polls))}
     granted = [lease["task_id"] for p in polls for lease in p.result()]
     assert sorted(granted) == sorted(task_ids)
-    assert max(p.returned_at for p in polls) - submitted < BEFORE_THE_POLL
-
-
-def test_weave_in_the_supervising_process_wakes_a_request_without_the_probe(
-    podmates: Tenant,
-) -> None:
-    """The first step's completion goes to Weave's inbox; its pass, in the supervising process
-    where no request waits, makes the second step READY and passes that on."""
-    seconds, done = finish_the_first_of_two_steps(podmates, waiting=2)  # likely one each
-    wait_until(lambda: any(p.leases for p in seconds), timeout=LONG_POLL - 5.0)
-    assert min(p.returned_at for p in seconds if p.leases) - done < BEFORE_THE_POLL
-    assert [lease["handler"] for p in seconds for lease in p.leases] == ["e2e.second"]
+    assert max(p.returned_at for p in polls) - submitted < PROMPT

@@ -7,7 +7,6 @@ a minimal success answer; the server's behaviour is tested end to end against th
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +15,6 @@ import httpx
 import pytest
 
 from orbit_sdk._transport import RetryPolicy, SyncTransport
-
-from .scripted_server import Script, ScriptedServer, ok
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -109,17 +106,3 @@ def make_transport(sleeps: list[float]) -> Iterator[MakeTransport]:
     yield make
     for transport in made:
         transport.close()
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., ScriptedServer]]:
-    """Starts scripted servers (``scripted_server.py``) on real sockets; closed after the test."""
-    servers: list[ScriptedServer] = []
-
-    def start(script: Script = ok, tls: ssl.SSLContext | None = None) -> ScriptedServer:
-        servers.append(ScriptedServer(script, tls))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()

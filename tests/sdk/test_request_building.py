@@ -1,5 +1,5 @@
-"""The transport builds each call's request itself (a cached absolute URL per path, no per-call
-merging): what reaches the wire must be what ``httpx.Client.request`` would have sent."""
+"""The transport sends each call through httpx's public API: what reaches the wire is what
+``httpx.Client.request`` sends for the same call, with the call's own timeout and budget."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from orbit_sdk import AsyncClient, Client
-from orbit_sdk._transport import AsyncTransport, Call, SyncTransport, _Requests
-from orbit_sdk._wire import ResponseCookieJar
+from orbit_sdk._transport import AsyncTransport, Call, SyncTransport
 
 Sent = list[httpx.Request]
 
@@ -108,14 +107,6 @@ def test_the_client_s_headers_are_read_per_request() -> None:
     assert sent[1].headers["authorization"] == "Bearer rotated"
 
 
-def test_the_path_cache_is_bounded() -> None:
-    client = httpx.Client(base_url="http://o.test")
-    requests = _Requests(client)
-    for i in range(_Requests.MAX_PATHS + 10):
-        assert str(requests.build(Call("GET", f"/v1/t/{i}")).url) == f"http://o.test/v1/t/{i}"
-    assert len(requests._urls) <= _Requests.MAX_PATHS
-
-
 def test_the_async_transport_builds_the_same_request() -> None:
     call = Call("POST", "/v1/namespaces/shop/tasks", json={"handler": "h"})
     sent: Sent = []
@@ -153,11 +144,10 @@ def affinity_after(answers_without: int) -> Callable[[httpx.Request], httpx.Resp
 
 @pytest.mark.parametrize("answers_without", [0, 2])
 def test_the_sdk_client_keeps_a_cookie_whichever_answer_sets_it(answers_without: int) -> None:
-    """The SDK's jar skips answers without Set-Cookie; the first one with it is read."""
+    """An ingress's affinity cookie set by any answer is sent back from then on."""
     sent: Sent = []
     transport = httpx.MockTransport(recorder(sent, affinity_after(answers_without)))
     with Client("http://o.test", token="t", transport=transport) as client:
-        assert isinstance(client._transport.client.cookies.jar, ResponseCookieJar)
         for _ in range(answers_without + 2):
             client._transport.send(Call("GET", "/v1/whoami"))
     assert all("cookie" not in r.headers for r in sent[: answers_without + 1])
@@ -183,20 +173,3 @@ def test_the_async_sdk_client_keeps_a_cookie_it_is_given() -> None:
 
     asyncio.run(go())
     assert [r.headers.get("cookie") for r in sent] == [None, None, "route=pod-2"]
-
-
-def test_the_cookie_jar_reads_whatever_it_does_not_recognise() -> None:
-    """Handed something other than httpx's response wrapper, the jar reads it as the standard
-    jar would (a later httpx keeps working, only slower)."""
-    import urllib.request
-    from email.message import Message
-
-    class Plain:
-        def info(self) -> Message:
-            message = Message()
-            message["Set-Cookie"] = "route=pod-3; Path=/"
-            return message
-
-    jar = ResponseCookieJar()
-    jar.extract_cookies(Plain(), urllib.request.Request("http://o.test/v1/whoami"))
-    assert [c.value for c in jar] == ["pod-3"]
