@@ -64,9 +64,9 @@ class Metrics:
         )
         self.batch_items = Histogram(
             "orbit_batch_items",
-            "Items per batched call (worker protocol 2 starts and completions, bulk submissions, "
-            "one-by-one submissions sharing a transaction, grants per lease answer: 0 for a "
-            "long poll that ended with none).",
+            "Items per batched call (worker protocol 2 starts and completions, reports riding "
+            "a lease request, bulk submissions, one-by-one submissions sharing a transaction, "
+            "grants per lease answer: 0 for a long poll that ended with none).",
             ["call"],
             registry=self.registry,
             buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000),

@@ -17,22 +17,15 @@ import anyio.to_thread
 from fastapi import APIRouter
 
 from orbit_store.pulse import batches
-from orbit_store.pulse.model import (
-    OUTCOME_TASK_STATES,
-    CompletionResult,
-    CompletionStatus,
-    Outcome,
-    Safety,
-    StartResult,
-)
+from orbit_store.pulse.model import Safety, StartResult
 
-from . import limits, schemas_batches
+from . import schemas_batches
 from .auth import CurrentCredential
 from .context import AppContext, Ctx
 from .problems import problem_body
+from .reports import apply_reports
 from .routes_tasks import PROBLEMS
-from .routes_workers import START_REFUSALS, completion_refusal, worker_namespace
-from .unstorable_reports import Report, storable_report
+from .routes_workers import START_REFUSALS, worker_namespace
 
 router = APIRouter(tags=["workers"])
 
@@ -100,57 +93,11 @@ async def complete_many(
     ``POST /v1/attempts/{id}/complete`` answers for it (``stale-attempt`` — the report is kept
     as evidence —, ``invalid-attempt-token``, ``not-found``, ``validation``,
     ``payload-too-large``). A result the database cannot store fails its attempt saying why
-    (``unstorable_reports``)."""
+    (``unstorable_reports``). A worker of protocol 4 sends its reports with its next lease
+    request instead."""
     namespace = worker_namespace(credential)
-    ctx.metrics.batch_items.labels("complete").observe(len(body.items))
-    answers: dict[str, dict[str, Any]] = {}
-    items = []
-    for item in body.items:
-        report = storable_report(Report(item.outcome, item.result, item.error, item.retryable))
-        try:
-            limits.check_payload(
-                ctx.settings.max_payload_bytes, result=report.result, error=report.error
-            )
-        except limits.PayloadTooLarge as exc:
-            instance = f"/v1/attempts/{item.attempt_id}/complete"
-            answers[item.attempt_id] = problem_body(413, "payload-too-large", exc.detail, instance)
-            continue
-        items.append(
-            batches.CompletionItem(
-                item.attempt_id,
-                item.token,
-                Outcome(report.outcome),
-                report.result,
-                report.error,
-                report.retryable,
-            )
-        )
-    results = await _run_batch(ctx, batches.complete_attempts, namespace, items) if items else {}
-    out = []
-    for item in body.items:
-        if item.attempt_id in answers:
-            out.append(_refused(item.attempt_id, answers[item.attempt_id]))
-            continue
-        result = results[item.attempt_id]
-        if isinstance(result, CompletionResult) and result.status in (
-            CompletionStatus.APPLIED,
-            CompletionStatus.DUPLICATE,
-        ):
-            state = result.task_state
-            if result.status is CompletionStatus.APPLIED and state in OUTCOME_TASK_STATES:
-                ctx.metrics.outcomes.labels(namespace, result.queue or "", state).inc()
-            out.append(
-                schemas_batches.CompletionItemResult(
-                    attempt_id=item.attempt_id,
-                    status="ok",
-                    outcome_status=result.status.value,
-                    task_state=state,
-                    reason=result.reason,
-                )
-            )
-        else:
-            out.append(_refused(item.attempt_id, _completionproblem_body(item.attempt_id, result)))
-    return schemas_batches.CompletionBatchResponse(results=out)
+    results = await anyio.to_thread.run_sync(apply_reports, ctx, namespace, body.items)
+    return schemas_batches.CompletionBatchResponse(results=results)
 
 
 async def _run_batch(
@@ -158,21 +105,3 @@ async def _run_batch(
 ) -> dict[str, Any]:
     run = functools.partial(batches.run_batch, namespace=namespace, items=items)
     return await anyio.to_thread.run_sync(run, ctx.engine, apply)
-
-
-def _refused(attempt_id: str, problem: dict[str, Any]) -> schemas_batches.CompletionItemResult:
-    return schemas_batches.CompletionItemResult.model_validate(
-        {"attempt_id": attempt_id, "status": "refused", "problem": problem}
-    )
-
-
-def _completionproblem_body(
-    attempt_id: str, result: CompletionResult | batches.ItemRefused
-) -> dict[str, Any]:
-    instance = f"/v1/attempts/{attempt_id}/complete"
-    if isinstance(result, batches.ItemRefused):
-        return problem_body(422, "validation", result.detail, instance)
-    refusal = completion_refusal(attempt_id, result)
-    assert refusal is not None, "only a completion that was not applied is refused"
-    status, slug, detail = refusal
-    return problem_body(status, slug, detail, instance)

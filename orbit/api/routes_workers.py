@@ -24,7 +24,6 @@ from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.heartbeat import renew_leases
 from orbit_store.pulse.model import (
     OUTCOME_TASK_STATES,
-    CompletionResult,
     CompletionStatus,
     LeaseGrant,
     Outcome,
@@ -42,6 +41,7 @@ from . import limits, schemas
 from .auth import CurrentCredential, authorize
 from .context import AppContext, Ctx
 from .problems import ApiProblem
+from .reports import ON_LEASE, apply_reports, completion_refusal
 from .routes_tasks import PROBLEMS
 from .unstorable_reports import Report, storable_report
 
@@ -137,7 +137,12 @@ async def lease(
 
     ``claimed_after_seconds`` says how long the request waited here before the claim that
     granted: the worker counts each lease from its sending plus that, so an answer that sat
-    undelivered (a worker paused mid-poll) cannot stretch a lease past its end here."""
+    undelivered (a worker paused mid-poll) cannot stretch a lease past its end here.
+
+    ``reports`` (worker protocol 4): outcomes of the worker's finished attempts, applied before
+    the claim as ``POST /v1/attempts:complete`` applies them, each answered in ``reports`` —
+    one round trip per cycle of a busy worker instead of two. Its answers wait for the end of
+    the long poll: a worker sending reports asks with ``wait_seconds`` 0."""
     received = time.monotonic()
     namespace = worker_namespace(credential)
     deadline = received + body.wait_seconds
@@ -155,6 +160,7 @@ async def lease(
         claimant = await anyio.to_thread.run_sync(_claimant, ctx, namespace, session_id)
         ctx.claimants.put(namespace, session_id, claimant)
     grants: list[LeaseGrant] = []
+    reports: list[schemas.CompletionItemResult] = []
     should_claim = True  # a worker asks when it has room: try at once
     releases = ctx.wakeups.releases
     while True:
@@ -168,7 +174,12 @@ async def lease(
                 should_claim, next_due = seen.ready, _seconds_until(seen.next_due_at, seen.now)
             if should_claim:
                 claim_began = time.monotonic()
-                grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
+                if body.reports and not reports:  # the first claim, in the same thread hop
+                    reports, grants = await anyio.to_thread.run_sync(
+                        _report_then_claim, ctx, namespace, body.reports, claim
+                    )
+                else:
+                    grants = await anyio.to_thread.run_sync(run_transaction, ctx.engine, claim)
             remaining = deadline - time.monotonic()
             if grants or remaining <= 0 or await request.is_disconnected():
                 break
@@ -182,12 +193,24 @@ async def lease(
             woken.cancel()
     if grants and await request.is_disconnected():
         await anyio.to_thread.run_sync(_hand_back, ctx, namespace, grants)
-        return schemas.LeaseBatch(leases=[])
+        return schemas.LeaseBatch(leases=[], reports=reports)
     _observe_dispatch(ctx, grants)
     return schemas.LeaseBatch(
         leases=[_lease(g) for g in grants],
         claimed_after_seconds=claim_began - received if grants else None,
+        reports=reports,
     )
+
+
+def _report_then_claim(
+    ctx: AppContext,
+    namespace: str,
+    items: list[schemas.CompletionItem],
+    claim: functools.partial[list[LeaseGrant]],
+) -> tuple[list[schemas.CompletionItemResult], list[LeaseGrant]]:
+    """The reports (their own transaction), then the claim (its own): the slots the reports
+    free are the ones the claim fills."""
+    return apply_reports(ctx, namespace, items, ON_LEASE), run_transaction(ctx.engine, claim)
 
 
 def _lease(grant: LeaseGrant) -> schemas.Lease:
@@ -373,26 +396,3 @@ async def complete(
     return schemas.CompletionResponse(
         status=result.status.value, task_state=result.task_state, reason=result.reason
     )
-
-
-def completion_refusal(attempt_id: str, result: CompletionResult) -> tuple[int, str, str] | None:
-    """The problem (status, slug, detail) a completion that was not applied answers, or None.
-    One mapping for the single call and each item of ``/v1/attempts:complete``."""
-    if result.status is CompletionStatus.NOT_FOUND:
-        return 404, "not-found", f"attempt {attempt_id} not found"
-    if result.status is CompletionStatus.REFUSED:
-        return 403, "invalid-attempt-token", result.reason or "the attempt token does not match"
-    if result.status is CompletionStatus.FENCED:
-        return (
-            409,
-            "restore-fenced",
-            f"attempt {attempt_id} was granted before a restore fence; the report is kept as "
-            "evidence for the reconciliation, not applied",
-        )
-    if result.status is CompletionStatus.SUPERSEDED:
-        return (
-            409,
-            "stale-attempt",
-            f"attempt {attempt_id}: {result.reason}; the report is kept as evidence, not applied",
-        )
-    return None

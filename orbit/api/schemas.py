@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from orbit_sdk.json_values import check_storable
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+#: Outcome reports per request (POST /v1/attempts:complete, or riding a lease request).
+MAX_REPORTS = 100
 
 Safety = Literal["safe", "unsafe"]
 WaitingReason = Literal["ready", "scheduled", "gate_closed", "concurrency_limit"]
@@ -281,6 +283,14 @@ class LeaseRequest(Strict):
         "other handlers are leased only.",
         examples=[["shop.send_receipt"]],
     )
+    reports: list[CompletionItem] = Field(
+        default_factory=list,
+        max_length=MAX_REPORTS,
+        description="Outcomes of attempts this worker finished (worker protocol 4), applied "
+        "before the claim exactly as POST /v1/attempts:complete applies them: each item with "
+        "its own token and fencing, answered in the response's reports. A worker sends them "
+        "with its next lease request instead of a call of their own.",
+    )
 
 
 class Lease(Out):
@@ -323,6 +333,11 @@ class LeaseBatch(Out):
         "before it grants; a worker measures each grant's lease from when it sent the request "
         "plus this, never later than the answer's arrival — so an answer that sat undelivered "
         "(a paused worker) does not stretch the lease past its end on the server.",
+    )
+    reports: list[CompletionItemResult] = Field(
+        default_factory=list,
+        description="One answer per item of the request's reports, in their order: what "
+        "POST /v1/attempts:complete answers for it.",
     )
 
 
@@ -407,6 +422,21 @@ class CompletionResponse(Out):
     status: Literal["applied", "duplicate"]
     task_state: TaskStateName | None
     reason: str | None
+
+
+class CompletionItem(Completion):
+    attempt_id: str = Field(..., min_length=1, max_length=36)
+
+
+class CompletionItemResult(Out):
+    attempt_id: str
+    status: Literal["ok", "refused"]
+    outcome_status: Literal["applied", "duplicate"] | None = Field(
+        None, description="For ok items: what the single-item call answers as ``status``."
+    )
+    task_state: TaskStateName | None = None
+    reason: str | None = None
+    problem: Problem | None = None
 
 
 # --- errors --------------------------------------------------------------------------------

@@ -10,13 +10,24 @@ from typing import Literal
 
 from pydantic import Field
 
-from .schemas import Completion, Out, Problem, Safety, Strict, TaskStateName, TaskSubmission
+from .schemas import (
+    MAX_REPORTS,
+    CompletionItem,
+    CompletionItemResult,
+    Out,
+    Problem,
+    Safety,
+    Strict,
+    TaskStateName,
+    TaskSubmission,
+)
 
 #: Bumped when the worker calls change shape; in the OpenAPI document as ``x-worker-protocol``.
 #: 2: ``POST /v1/attempts:start`` and ``POST /v1/attempts:complete`` (batches).
 #: 3: lease with start (``start_handlers`` on a lease request, ``started`` on each grant).
-WORKER_PROTOCOL = 3
-MAX_ATTEMPT_BATCH = 100
+#: 4: reports on the lease (``reports`` on a lease request and its answer).
+WORKER_PROTOCOL = 4
+MAX_ATTEMPT_BATCH = MAX_REPORTS
 MAX_SUBMIT_BATCH = 1000
 
 
@@ -44,23 +55,8 @@ class StartBatchResponse(Out):
     results: list[StartItemResult]
 
 
-class CompletionItem(Completion):
-    attempt_id: str = Field(..., min_length=1, max_length=36)
-
-
 class CompletionBatch(Strict):
     items: list[CompletionItem] = Field(..., min_length=1, max_length=MAX_ATTEMPT_BATCH)
-
-
-class CompletionItemResult(Out):
-    attempt_id: str
-    status: Literal["ok", "refused"]
-    outcome_status: Literal["applied", "duplicate"] | None = Field(
-        None, description="For ok items: what the single-item call answers as ``status``."
-    )
-    task_state: TaskStateName | None = None
-    reason: str | None = None
-    problem: Problem | None = None
 
 
 class CompletionBatchResponse(Out):

@@ -134,9 +134,8 @@ class AttemptRunner:
                     report.outcome,
                     extra=_x(ctx),
                 )
-            else:
-                self.live.mark_reporting(attempt)
-                self.report(attempt, report)
+            else:  # its slot is free once the report waits to be sent (it may ride a lease)
+                self.report(attempt, report, queued=lambda: self.live.mark_reporting(attempt))
         except Exception:
             log.exception("attempt %s failed inside the worker", ctx.attempt_id, extra=_x(ctx))
         finally:
@@ -181,9 +180,13 @@ class AttemptRunner:
         answer = self.starts.submit(item, call_budget(lease))
         return StartResponse.model_validate({"started": True, **answer})
 
-    def _report_once(self, attempt: LiveAttempt, report: Report) -> CompletionResponse:
+    def _report_once(
+        self, attempt: LiveAttempt, report: Report, queued: Callable[[], None] | None
+    ) -> CompletionResponse:
         lease = attempt.lease
         if self.reports is None:
+            if queued is not None:
+                queued()
             call = _calls.complete_attempt(
                 lease.attempt_id,
                 lease.token,
@@ -204,6 +207,7 @@ class AttemptRunner:
                 "retryable": report.retryable,
             },
             call_budget(lease),
+            queued,
         )
         return CompletionResponse.model_validate({**answer, "status": answer["outcome_status"]})
 
@@ -221,16 +225,20 @@ class AttemptRunner:
         attempt.ran_seconds = time.monotonic() - began
         return report
 
-    def report(self, attempt: LiveAttempt, report: Report) -> None:
+    def report(
+        self, attempt: LiveAttempt, report: Report, queued: Callable[[], None] | None = None
+    ) -> None:
         """Send the outcome until the server gives a definitive answer. ``applied`` and
         ``duplicate`` are success; ``stale-attempt`` means the server kept it as evidence only.
         A rejected body (422, or 413 for a result over the size limit) is re-sent once as a plain
-        failure so the task does not hang."""
+        failure so the task does not hang. ``queued`` is called once, when the first try is on
+        its way."""
         ctx, backoff, fell_back = attempt.ctx, _report_backoff(attempt.lease), False
         began = time.monotonic()
         while True:
+            first_try, queued = queued, None
             try:
-                done = self._report_once(attempt, report)
+                done = self._report_once(attempt, report, first_try)
             except StaleAttempt as exc:
                 log.warning("task %s: superseded: %s", ctx.task_id, exc, extra=_x(ctx))
                 return

@@ -216,13 +216,24 @@ LONG_POLL_MARGIN = 10.0
 
 
 def lease(
-    session_id: str, max_tasks: int, wait_seconds: float, start_handlers: list[str] | None = None
+    session_id: str,
+    max_tasks: int,
+    wait_seconds: float,
+    start_handlers: list[str] | None = None,
+    reports: list[dict[str, Any]] | None = None,
+    budget: float | None = None,
 ) -> Call:
     """``start_handlers`` (worker protocol 3): handlers declared safe, whose grants the server
-    starts with the lease. Sent only when there are any: older servers refuse the field."""
+    starts with the lease. ``reports`` (protocol 4): outcomes of finished attempts, as the
+    items of ``complete_attempts``, answered in the lease's own answer; with them the request
+    does not long-poll (their answers would wait for it) and gives up within ``budget``. Each
+    is sent only when there are any: older servers refuse the fields."""
     body: dict[str, Any] = {"max_tasks": max_tasks, "wait_seconds": wait_seconds}
     if start_handlers:
         body["start_handlers"] = start_handlers
+    if reports:
+        body["reports"] = reports
+        body["wait_seconds"] = wait_seconds = 0
     return Call(
         "POST",
         f"/v1/worker-sessions/{_seg(session_id)}/lease",
@@ -230,6 +241,7 @@ def lease(
         idempotent=False,
         timeout=wait_seconds + LONG_POLL_MARGIN,
         retry=RetryPolicy(max_attempts=3, max_elapsed=5.0),  # only not-sent errors qualify
+        budget=budget if reports else None,
     )
 
 

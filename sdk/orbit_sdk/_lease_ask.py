@@ -1,5 +1,5 @@
-"""What a worker's next lease request asks for (issue 9): how many slots, and which handlers'
-grants the server should start with the lease.
+"""What a worker's next lease request asks for: how many slots, which handlers' grants the
+server should start with the lease, and whether finished attempts' reports ride along.
 
 **Lease with start** (worker protocol 3): the request names the registered handlers declared
 ``safe`` in ``start_handlers``; the server starts their grants in the claim transaction and
@@ -17,6 +17,11 @@ task it asked for (a backlog: more are waiting), the next request waits up to ``
 for all the worker's slots to be free and asks for them together; after one that got fewer (no
 backlog: the queue keeps up), the next asks as soon as a slot is free, so a task arriving is not
 held back. A worker holding nothing asks at once either way (idle dispatch latency unchanged).
+
+**Reports ride along** (worker protocol 4): once a slot is free, the outcome reports waiting to
+be sent are held for the coming request (``_report_buffer.CallBatcher.hold``), which carries
+them; a server before protocol 4 refuses the field (422 naming ``reports``), and the worker then
+sends its reports by their own call, as before.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._live import LiveSet
+from ._report_buffer import CallBatcher, Pending
 from .errors import ValidationFailed
 
 log = logging.getLogger("orbit_sdk.worker")
@@ -34,6 +40,9 @@ log = logging.getLogger("orbit_sdk.worker")
 MAX_LEASE_BATCH = 100
 DEFAULT_LEASE_LINGER = 0.01
 START_FIELD = "start_handlers"
+REPORTS_FIELD = "reports"
+#: How long past its linger a lease request may keep the reports it is to carry.
+HOLD_MARGIN = 0.05
 
 
 class LeaseAsk:
@@ -52,6 +61,7 @@ class LeaseAsk:
         self.concurrency = concurrency
         self.linger = linger
         self.with_start = with_start  # False: off, or the server predates protocol 3
+        self.with_reports = True  # False once the server refused them (before protocol 4)
         #: Whether the last lease got all it asked for (more tasks are likely waiting).
         self.backlog = False
 
@@ -67,15 +77,35 @@ class LeaseAsk:
         """Free slots worth waiting (up to ``linger``) for: all under a backlog, else one."""
         return min(self.concurrency, MAX_LEASE_BATCH) if self.backlog else 1
 
-    def free_slots(self, live: LiveSet, done: Callable[[], bool]) -> int:
+    def free_slots(
+        self, live: LiveSet, done: Callable[[], bool], reports: CallBatcher | None = None
+    ) -> int:
         """Block until a slot is free, then under a backlog briefly for a full batch; how many
-        to ask for."""
+        to ask for. From the first free slot on, ``reports`` are held for the request."""
+        live.wait_for_free(self.concurrency, done)
+        if reports is not None and self.with_reports:
+            reports.hold(self.linger + HOLD_MARGIN)
         free = live.wait_for_free(self.concurrency, done, want=self.want, linger=self.linger)
         return min(free, MAX_LEASE_BATCH)
+
+    def riders(self, reports: CallBatcher | None) -> list[Pending]:
+        """The reports the coming lease request carries (none without protocol 4)."""
+        return reports.take() if reports is not None and self.with_reports else []
 
     def granted(self, asked: int, got: int) -> None:
         """Note a lease's answer: ``got`` of the ``asked`` tasks (see the module: backlog)."""
         self.backlog = got >= asked > 0
+
+    def refused_reports(self, exc: ValidationFailed) -> bool:
+        """True if ``exc`` refused the reports field (an older server): reports by their own
+        call from now on."""
+        # The field itself, not one of its items (an item's own fault is answered on its own
+        # once the flusher sends the reports by their call).
+        if not self.with_reports or not any(f == REPORTS_FIELD for f, _ in exc.fields):
+            return False
+        log.info("server takes no reports on the lease (worker protocol 4); reporting by calls")
+        self.with_reports = False
+        return True
 
     def refused_start(self, exc: ValidationFailed) -> bool:
         """True if ``exc`` refused the start field (an older server): leases only from now."""

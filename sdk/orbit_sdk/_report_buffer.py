@@ -7,6 +7,11 @@ seconds (or at once with ``max_items`` waiting, or when the worker stops). Under
 that arrive while a call is in flight go together in the next (group commit); an idle worker
 adds at most ``linger`` to an attempt. pgqueuer buffers its acknowledgements the same way.
 
+Reports ride the worker's next lease request when one is about to go (worker protocol 4): the
+lease loop ``hold``s the flusher while it waits for its slots, ``take``s the pending reports
+into its request and ``settle``s each from the answer, or ``put_back``s them for the flusher
+when the request failed — one round trip per cycle of a busy worker instead of two.
+
 Every item keeps its own answer: an item the server refused raises, in the thread that waits
 for it, the same typed error the single-item call raises (``StaleAttempt``, ``LeaseLost``, …);
 a call that failed as a whole raises its error in every waiting thread, whose own retry rules
@@ -42,7 +47,7 @@ MAX_ITEMS = 100
 DEFAULT_LINGER = 0.002
 
 #: An item, the future its thread waits on, and its time budget in seconds.
-_Pending = tuple[dict[str, Any], "Future[dict[str, Any]]", float | None]
+Pending = tuple[dict[str, Any], "Future[dict[str, Any]]", float | None]
 
 
 class CallBatcher:
@@ -62,20 +67,67 @@ class CallBatcher:
         self.send, self.batch_call, self.single = send, batch_call, single
         self.linger, self.max_items = linger, max_items
         self.batched = True  # False once the server answered 404 for the batch path
-        self._pending: list[_Pending] = []
+        self._pending: list[Pending] = []
         self._cond = threading.Condition()
         self._urgent = False
+        #: Monotonic time until which a lease request is expected to carry the pending items.
+        self._held_until = 0.0
+        #: Items a lease request could not deliver: the flusher sends them (never a lease again).
+        self._own: set[int] = set()
         self._thread = threading.Thread(target=self._loop, name=f"orbit-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, item: dict[str, Any], budget: float | None = None) -> dict[str, Any]:
+    def submit(
+        self,
+        item: dict[str, Any],
+        budget: float | None = None,
+        queued: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
         """The server's answer for ``item``; raises its refusal or the call's error. ``budget``:
-        the most seconds the call carrying it may take (see the module docstring)."""
+        the most seconds the call carrying it may take (see the module docstring); ``queued``
+        is called once the item waits here (a lease request may take it from then on)."""
         future: Future[dict[str, Any]] = Future()
         with self._cond:
             self._pending.append((item, future, budget))
             self._cond.notify_all()
+        if queued is not None:
+            queued()
         return future.result()
+
+    def hold(self, seconds: float) -> None:
+        """A lease request is about to go and will carry the pending items (``take``): the
+        flusher leaves them for at most ``seconds``."""
+        with self._cond:
+            self._held_until = time.monotonic() + seconds
+
+    def take(self) -> list[Pending]:
+        """The pending items (at most ``max_items``), for a lease request to carry; their
+        threads wait on until ``settle`` or ``put_back``. Ends the hold."""
+        with self._cond:
+            rideable = [p for p in self._pending if id(p) not in self._own][: self.max_items]
+            taken = set(map(id, rideable))
+            self._pending = [p for p in self._pending if id(p) not in taken]
+            self._held_until = 0.0
+            self._cond.notify_all()
+            return rideable
+
+    def put_back(self, taken: list[Pending]) -> None:
+        """Items a lease request took but could not deliver: the flusher sends them at once
+        (a report is idempotent: one the server applied meanwhile answers ``duplicate``)."""
+        with self._cond:
+            self._pending[:0] = taken
+            self._own.update(map(id, taken))
+            self._held_until = 0.0
+            self._cond.notify_all()
+
+    def settle(self, taken: list[Pending], results: list[dict[str, Any]]) -> None:
+        """Each taken item's own answer from a lease request's ``reports``; an item the answer
+        does not name is sent again by the flusher."""
+        by_id = {r["attempt_id"]: r for r in results}
+        unanswered = [p for p in taken if p[0]["attempt_id"] not in by_id]
+        _resolve([p for p in taken if p[0]["attempt_id"] in by_id], by_id)
+        if unanswered:
+            self.put_back(unanswered)
 
     def flush_now(self) -> None:
         """Stop lingering: the worker is draining, every report should go at once."""
@@ -88,14 +140,22 @@ class CallBatcher:
             with self._cond:
                 while not self._pending:
                     self._cond.wait()
+                while self._pending and not self._urgent:  # a lease request may take them
+                    held = self._held_until - time.monotonic()
+                    if held <= 0:
+                        break
+                    self._cond.wait(held)
                 first_seen = time.monotonic()
-                while len(self._pending) < self.max_items and not self._urgent:
+                while 0 < len(self._pending) < self.max_items and not self._urgent:
                     left = first_seen + self.linger - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
                 taken = self._pending[: self.max_items]
                 del self._pending[: self.max_items]
+                self._own.difference_update(map(id, taken))
+            if not taken:
+                continue
             try:
                 self._send(taken)
             except BaseException as exc:  # never leave a waiting thread hanging
@@ -103,7 +163,7 @@ class CallBatcher:
                     if not future.done():
                         future.set_exception(exc)
 
-    def _send(self, taken: list[_Pending]) -> None:
+    def _send(self, taken: list[Pending]) -> None:
         if self.batched:
             budgets = [b for _, _, b in taken if b is not None]
             call = self.batch_call([item for item, _, _ in taken], min(budgets, default=None))
@@ -127,19 +187,23 @@ class CallBatcher:
                     future.set_exception(exc)
                 return
             else:
-                by_id = {r["attempt_id"]: r for r in answer["results"]}
-                for item, future, _ in taken:
-                    result = by_id[item["attempt_id"]]
-                    if result["status"] == "ok":
-                        future.set_result(result)
-                    else:
-                        future.set_exception(_refusal(result["problem"]))
+                _resolve(taken, {r["attempt_id"]: r for r in answer["results"]})
                 return
         for item, future, budget in taken:
             try:
                 future.set_result(self.single(item, budget))
             except Exception as exc:
                 future.set_exception(exc)
+
+
+def _resolve(taken: list[Pending], by_id: dict[str, dict[str, Any]]) -> None:
+    """Each item's future from its own answer: its result, or its refusal as a typed error."""
+    for item, future, _ in taken:
+        result = by_id[item["attempt_id"]]
+        if result["status"] == "ok":
+            future.set_result(result)
+        else:
+            future.set_exception(_refusal(result["problem"]))
 
 
 def _refusal(problem: dict[str, Any]) -> OrbitError:

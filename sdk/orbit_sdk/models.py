@@ -258,6 +258,9 @@ class LeaseBatch(WireModel):
     #: How long the server held the request before the claim that granted (None: an older
     #: server, or no grants).
     claimed_after_seconds: float | None = None
+    #: One answer per report the request carried (worker protocol 4), as the items of
+    #: ``POST /v1/attempts:complete``'s answer.
+    reports: list[dict[str, Any]] = Field(default_factory=list)
 
     def measured_from(self, sent_at: float, received_at: float) -> float:
         """The monotonic time this batch's leases count from: when the request was sent plus

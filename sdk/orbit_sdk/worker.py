@@ -424,7 +424,7 @@ class Worker:
     def _lease_loop(self) -> None:
         backoff = Backoff()
         while not self._stopping.is_set():
-            free = self._ask.free_slots(self._live, self._stopping.is_set)
+            free = self._ask.free_slots(self._live, self._stopping.is_set, self._runner.reports)
             if self._stopping.is_set():
                 return
             needs_session = self._session is None or self._session_stale
@@ -432,15 +432,9 @@ class Worker:
                 return
             assert self._session is not None
             asked = free  # at most MAX_LEASE_BATCH (``LeaseAsk.free_slots``)
-            call = _calls.lease(
-                self._session.id,
-                asked,
-                self.lease_wait_seconds,
-                self._ask.start_handlers(),
-            )
             sent_at = time.monotonic()
             try:
-                batch = LeaseBatch.model_validate(self.send(call).json())
+                batch = self._lease(self._session.id, asked)
             except (Conflict, NotFound) as exc:
                 if self._stopping.is_set():
                     return  # our own drain ended leasing
@@ -449,8 +443,10 @@ class Worker:
                 backoff.sleep(self._stopping)
                 continue
             except ValidationFailed as exc:
-                if self._ask.refused_start(exc):
-                    continue  # an older server: ask again without the start field
+                if self._ask.refused_start(exc) or self._ask.refused_reports(exc):
+                    continue  # an older server: ask again without the field
+                if any(field.startswith("reports") for field, _ in exc.fields):
+                    continue  # a report's own fault: it goes by its own call, answered alone
                 self._fatal(exc)
                 return
             except (Unauthorized, Forbidden) as exc:
@@ -469,6 +465,30 @@ class Worker:
             granted_at = batch.measured_from(sent_at, time.monotonic())
             for lease in batch.leases:
                 self._accept(lease, granted_at)
+
+    def _lease(self, session_id: str, asked: int) -> LeaseBatch:
+        """One lease request, carrying the reports waiting to be sent (worker protocol 4): each
+        answered from the lease's answer, or handed back to be sent by their own call when the
+        request failed."""
+        reports = self._runner.reports
+        riders = self._ask.riders(reports)
+        call = _calls.lease(
+            session_id,
+            asked,
+            self.lease_wait_seconds,
+            self._ask.start_handlers(),
+            reports=[item for item, _, _ in riders],
+            budget=min((b for _, _, b in riders if b is not None), default=None),
+        )
+        try:
+            batch = LeaseBatch.model_validate(self.send(call).json())
+        except BaseException:
+            if riders and reports is not None:
+                reports.put_back(riders)
+            raise
+        if riders and reports is not None:
+            reports.settle(riders, batch.reports)
+        return batch
 
     def _accept(self, lease: Lease, granted_at: float | None = None) -> None:
         ctx = TaskContext(lease, self.name, granted_at=granted_at)

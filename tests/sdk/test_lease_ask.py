@@ -239,3 +239,140 @@ def test_reports_in_flight_are_bounded_by_the_slots() -> None:
     assert live.free(8) == 0, "a ninth report waiting takes the room of the slot it frees"
     live.remove(live.snapshot()[0].lease.attempt_id)
     assert live.free(8) == 1
+
+
+# --- reports riding the lease (worker protocol 4) ---------------------------------------------
+
+#: What a server before protocol 4 answers a lease request carrying ``reports``.
+NO_REPORTS_REFUSAL = [
+    {"loc": ["body", "reports"], "msg": "Extra inputs are not permitted", "type": "x"}
+]
+
+
+def test_a_refusal_naming_reports_switches_riding_off_for_good() -> None:
+    ask = LeaseAsk(HANDLERS, 4)
+    refusal = ValidationFailed(Problem(status=422, errors=NO_REPORTS_REFUSAL))
+    assert ask.refused_reports(refusal)
+    assert not ask.with_reports
+    assert not ask.refused_reports(refusal), "a second refusal is a real error"
+
+
+def test_a_refusal_of_one_report_item_is_not_taken_for_an_old_server() -> None:
+    ask = LeaseAsk(HANDLERS, 4)
+    item = [{"loc": ["body", "reports", 0, "token"], "msg": "Field required", "type": "x"}]
+    assert not ask.refused_reports(ValidationFailed(Problem(status=422, errors=item)))
+    assert ask.with_reports
+
+
+def test_the_lease_call_carries_reports_without_a_long_poll() -> None:
+    report = {"attempt_id": "a1", "token": "t", "outcome": "succeeded"}
+    call = _calls.lease("s", 4, 10.0, None, reports=[report], budget=3.0)
+    assert call.json["reports"] == [report] and call.json["wait_seconds"] == 0
+    assert call.budget == 3.0
+    plain = _calls.lease("s", 4, 10.0, None, reports=[], budget=3.0)
+    assert "reports" not in plain.json and plain.json["wait_seconds"] == 10.0
+    assert plain.budget is None
+
+
+#: A grant the server started with the lease (protocol 3): no start call.
+GRANT = {**LEASE, "handler": "shop.echo", "started": True}
+
+
+def _worker_against(server: Any) -> tuple[Worker, threading.Thread]:
+    worker = Worker(
+        "http://orbit.test",
+        namespace="shop",
+        transport=httpx.MockTransport(server),
+        lease_wait_seconds=1,
+        concurrency=2,
+    )
+    worker.register("shop.echo", _noop)
+    return worker, worker.run_in_thread()
+
+
+def test_a_finished_attempt_s_report_rides_the_next_lease_request() -> None:
+    """A task granted, run, and its outcome carried by the next lease request, whose answer
+    settles it: no call of its own."""
+    leases: list[Any] = []
+    completes: list[Any] = []
+    done = threading.Event()
+
+    def server(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        if path == "/v1/worker-sessions":
+            return httpx.Response(201, json=SESSION)
+        if path.endswith("/lease"):
+            leases.append(body)
+            if len(leases) == 1:
+                return httpx.Response(200, json={"leases": [GRANT]})
+            results = [
+                {"attempt_id": r["attempt_id"], "status": "ok", "outcome_status": "applied"}
+                for r in body.get("reports", [])
+            ]
+            if results:
+                done.set()
+            else:
+                done.wait(2)
+            return httpx.Response(200, json={"leases": [], "reports": results})
+        if path.endswith(":complete") or path.endswith("/complete"):
+            completes.append(body)
+            done.set()
+        return httpx.Response(200, json={"results": []})
+
+    worker, thread = _worker_against(server)
+    try:
+        assert done.wait(10), "the task was never reported"
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive(), "the worker did not stop"
+    carried = [r for body in leases for r in body.get("reports", [])]
+    assert [(r["attempt_id"], r["outcome"]) for r in carried] == [
+        (LEASE["attempt_id"], "succeeded")
+    ]
+    assert completes == []
+
+
+def test_a_new_worker_reports_by_its_own_call_to_an_older_server() -> None:
+    """The old server refuses the field once (422): the report then goes by the batched
+    complete call, and later lease requests carry none."""
+    leases: list[Any] = []
+    completes: list[Any] = []
+    done = threading.Event()
+
+    def old_server(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        if path == "/v1/worker-sessions":
+            return httpx.Response(201, json=SESSION)
+        if path.endswith("/lease"):
+            leases.append(body)
+            if "reports" in body:
+                return problem(422, "validation", errors=NO_REPORTS_REFUSAL)
+            if len(leases) == 1:
+                return httpx.Response(200, json={"leases": [GRANT]})
+            done.wait(2)
+            return httpx.Response(200, json={"leases": []})
+        if path == "/v1/attempts:complete":
+            completes.append(body)
+            done.set()
+            results = [
+                {"attempt_id": i["attempt_id"], "status": "ok", "outcome_status": "applied"}
+                for i in body["items"]
+            ]
+            return httpx.Response(200, json={"results": results})
+        return httpx.Response(200, json={"results": []})
+
+    worker, thread = _worker_against(old_server)
+    try:
+        assert done.wait(10), "the task was never reported"
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive(), "the worker did not stop"
+    assert [i["attempt_id"] for body in completes for i in body["items"]] == [LEASE["attempt_id"]]
+    refused = [n for n, body in enumerate(leases) if "reports" in body]
+    assert len(refused) <= 1 and all(
+        "reports" not in b for b in leases[refused[0] + 1 :] if refused
+    )

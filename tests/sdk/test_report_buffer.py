@@ -73,3 +73,62 @@ def test_a_batch_refused_as_a_whole_is_sent_again_item_by_item() -> None:
     answers = _report_all(server, ["succeeded", "succeeded", "stale"])
     assert answers == ["applied", "applied", StaleAttempt]
     assert [c.path for c in server.calls].count("/v1/attempts:complete") == 1
+
+
+def _waiting(batcher: Any, outcomes: list[str]) -> tuple[ThreadPoolExecutor, list[Any]]:
+    """Threads reporting ``outcomes`` (attempts a0, a1, …), each once its item waits."""
+    pool = ThreadPoolExecutor(len(outcomes))
+    queued = threading.Semaphore(0)
+
+    def report(k: int) -> Any:
+        item = {"attempt_id": f"a{k}", "token": "t", "outcome": outcomes[k]}
+        try:
+            return batcher.submit(item, queued=queued.release)["outcome_status"]
+        except Exception as exc:
+            return type(exc)
+
+    answers = [pool.submit(report, k) for k in range(len(outcomes))]
+    for _ in outcomes:
+        queued.acquire()
+    return pool, answers
+
+
+def test_reports_held_for_a_lease_ride_it_and_answer_each_on_its_own() -> None:
+    """Worker protocol 4: while a lease request is about to go, the flusher leaves the reports
+    to it; each is answered from the lease's own answer (a refusal as its typed error)."""
+    server = Server()
+    batcher = report_batcher(server.send, linger=0.0)
+    batcher.hold(60.0)  # far longer than the test: only ``take`` moves them
+    pool, answers = _waiting(batcher, ["succeeded", "stale"])
+    riders = batcher.take()
+    assert [item["attempt_id"] for item, _, _ in riders] == ["a0", "a1"]
+    batcher.settle(riders, [Server._result(item) for item, _, _ in riders])
+    assert [a.result() for a in answers] == ["applied", StaleAttempt]
+    assert server.calls == [], "no call of their own"
+    pool.shutdown()
+
+
+def test_reports_a_lease_could_not_deliver_go_by_their_own_call_and_never_ride_again() -> None:
+    server = Server()
+    batcher = report_batcher(server.send, linger=0.0)
+    batcher.hold(60.0)
+    pool, answers = _waiting(batcher, ["succeeded"])
+    riders = batcher.take()
+    batcher.hold(60.0)  # the next lease request is coming: these must not wait for it
+    batcher.put_back(riders)
+    assert [a.result() for a in answers] == ["applied"]
+    assert [call.path for call in server.calls] == ["/v1/attempts:complete"]
+    assert batcher.take() == []
+    pool.shutdown()
+
+
+def test_a_report_the_lease_answer_does_not_name_goes_by_its_own_call() -> None:
+    server = Server()
+    batcher = report_batcher(server.send, linger=0.0)
+    batcher.hold(60.0)
+    pool, answers = _waiting(batcher, ["succeeded", "succeeded"])
+    riders = batcher.take()
+    batcher.settle(riders, [Server._result(riders[0][0])])  # only a0 answered
+    assert [a.result() for a in answers] == ["applied", "applied"]
+    assert [item["attempt_id"] for item in server.calls[0].json["items"]] == ["a1"]
+    pool.shutdown()
