@@ -9,10 +9,11 @@ an item answered created or replayed is durable when the response is sent (invar
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+import anyio
+from fastapi import APIRouter
 
 from orbit_store.credentials import Role
-from orbit_store.pulse import service
+from orbit_store.pulse import queries, service
 from orbit_store.pulse.model import WaitPath
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.pulse.submit_batch import BatchItemResult
@@ -32,18 +33,25 @@ router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
     responses=PROBLEMS,
     summary="Submit up to 1,000 tasks, each answered on its own",
 )
-def submit_batch(
+async def submit_batch(
     namespace: Namespace,
     body: schemas_batches.SubmissionBatch,
     credential: CurrentCredential,
     ctx: Ctx,
-    response: Response,
 ) -> schemas_batches.SubmissionBatchResponse:
     """200 with one result per item (``index`` is its position in ``items``). The call fails as
     a whole only for what concerns all items (authentication, a malformed body, more than 1,000
-    items, the database unavailable — then retry the whole batch: the keys make it safe)."""
+    items, the database unavailable — then retry the whole batch: the keys make it safe).
+    With ``with_tasks`` each created or replayed item carries its task."""
     authorize(credential, namespace, Role.SUBMIT)
     ctx.metrics.batch_items.labels("submit").observe(len(body.items))
+    return await anyio.to_thread.run_sync(_submit, ctx, namespace, body, credential.name)
+
+
+def _submit(
+    ctx: AppContext, namespace: str, body: schemas_batches.SubmissionBatch, submitter: str
+) -> schemas_batches.SubmissionBatchResponse:
+    """In a thread: the items' checks, their transactions and the answer."""
     instance = f"/v1/namespaces/{namespace}/tasks"
     answers: dict[int, schemas_batches.SubmissionItemResult] = {}
     accepted: list[tuple[int, SubmitRequest]] = []
@@ -59,10 +67,11 @@ def submit_batch(
             problem.update(not_storable_extra(exc))
             answers[index] = _answer(index, item.idempotency_key, "refused", problem=problem)
             continue
-        accepted.append((index, submission_request(namespace, item, credential.name)))
+        accepted.append((index, submission_request(namespace, item, submitter)))
     results = service.submit_many(ctx.engine, namespace, [request for _, request in accepted])
+    views = _views(ctx, namespace, results) if body.with_tasks else {}
     for (index, request), result in zip(accepted, results, strict=True):
-        answers[index] = _item_answer(index, request, result, instance)
+        answers[index] = _item_answer(index, request, result, instance, views)
     _account(ctx, namespace, accepted, results)
     out = [answers[index] for index in range(len(body.items))]
     counts = {status: sum(a.status == status for a in out) for status in ("created", "replayed")}
@@ -74,6 +83,22 @@ def submit_batch(
     )
 
 
+def _views(
+    ctx: AppContext, namespace: str, results: list[BatchItemResult]
+) -> dict[str, queries.TaskView]:
+    """The task of each created item as written, and of each replayed one as read now."""
+    views = {
+        r.result.task_id: queries.task_view_from_row(r.result.row)
+        for r in results
+        if r.result is not None and r.result.row is not None
+    }
+    replayed = [r.result.task_id for r in results if r.result is not None and r.result.replayed]
+    if replayed:
+        with ctx.engine.connect() as conn:
+            views |= queries.get_task_views(conn, namespace, replayed)
+    return views
+
+
 def _answer(
     index: int, key: str | None, status: str, **fields: object
 ) -> schemas_batches.SubmissionItemResult:
@@ -83,13 +108,21 @@ def _answer(
 
 
 def _item_answer(
-    index: int, request: SubmitRequest, result: BatchItemResult, instance: str
+    index: int,
+    request: SubmitRequest,
+    result: BatchItemResult,
+    instance: str,
+    views: dict[str, queries.TaskView],
 ) -> schemas_batches.SubmissionItemResult:
     key = request.idempotency_key
     if result.result is not None:
-        status = "replayed" if result.result.replayed else "created"
-        task = {"task_id": result.result.task_id, "state": result.result.state.value}
-        return _answer(index, key, status, **task)
+        replayed = result.result.replayed
+        task: dict[str, object] = {"task_id": result.result.task_id}
+        task["state"] = result.result.state.value
+        view = views.get(result.result.task_id)
+        if view is not None:
+            task["task"] = {**view.__dict__, "replayed": replayed}
+        return _answer(index, key, "replayed" if replayed else "created", **task)
     assert result.error is not None
     code, slug = store_status(result.error)
     problem = problem_body(code, slug, str(result.error), instance)

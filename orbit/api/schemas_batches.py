@@ -18,6 +18,7 @@ from .schemas import (
     Problem,
     Safety,
     Strict,
+    Task,
     TaskStateName,
     TaskSubmission,
 )
@@ -65,6 +66,11 @@ class CompletionBatchResponse(Out):
 
 class SubmissionBatch(Strict):
     items: list[TaskSubmission] = Field(..., min_length=1, max_length=MAX_SUBMIT_BATCH)
+    with_tasks: bool = Field(
+        False,
+        description="Answer each created or replayed item with its task, the document the "
+        "single submission answers (the SDK sends concurrent Client.submit calls this way).",
+    )
 
 
 class SubmissionItemResult(Out):
@@ -75,6 +81,9 @@ class SubmissionItemResult(Out):
     state: TaskStateName | None = None
     problem: Problem | None = Field(
         None, description="Why nothing was written for this item (conflict, refused)."
+    )
+    task: Task | None = Field(
+        None, description="With with_tasks: the task created or replayed, as POST …/tasks answers."
     )
 
 

@@ -4,6 +4,7 @@ cursor-paginated list (the cursor is the last id seen; ids are time-ordered UUID
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 from typing import Any
@@ -130,6 +131,18 @@ def get_task_view(
         return None
     workers = live_workers(conn, namespace) if routing and row.state == "WAITING" else None
     return _task_view(row, workers)
+
+
+def get_task_views(
+    conn: sa.Connection, namespace: str, task_ids: Sequence[str]
+) -> dict[str, TaskView]:
+    """The tasks alone, by id (one statement whatever their number); ids not found are absent."""
+    if not task_ids:
+        return {}
+    rows = conn.execute(
+        sa.select(tasks).where(tasks.c.namespace == namespace, tasks.c.id.in_(sorted(task_ids)))
+    )
+    return {row.id: _task_view(row, None) for row in rows}
 
 
 def get_task(conn: sa.Connection, namespace: str, task_id: str) -> TaskDetail | None:

@@ -20,6 +20,7 @@ import httpx
 
 from . import _calls
 from ._bulk import AsyncBulkMethods, BulkMethods
+from ._coalesce import DEFAULT_SUBMIT_LINGER, AsyncSubmitCoalescer, SubmitCoalescer
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
@@ -79,6 +80,9 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
 
     ``server`` and ``token`` default to the ``ORBIT_SERVER`` and ``ORBIT_TOKEN`` environment
     variables. ``transport`` is passed to httpx (tests use it to inject faults).
+    ``submit_linger``: submissions of several threads that wait while one is on its way are
+    sent together in one request, each still answered on its own; a sender waits this many
+    seconds for company first (0: not at all). ``None`` sends every submission by itself.
     """
 
     def __init__(
@@ -89,10 +93,14 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        submit_linger: float | None = DEFAULT_SUBMIT_LINGER,
     ) -> None:
         self.server = resolve_server(server)
         http = sync_http(self.server, resolve_token(token), timeout, transport)
         self._transport = SyncTransport(http, retry)
+        self._coalescer = (
+            None if submit_linger is None else SubmitCoalescer(self._transport.send, submit_linger)
+        )
 
     def __repr__(self) -> str:  # never the token
         return f"Client({self.server!r})"
@@ -142,6 +150,8 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
             backoff_multiplier=backoff_multiplier,
             safety=safety,
         )
+        if self._coalescer is not None:
+            return self._coalescer.submit(namespace, body)
         response = self._transport.send(_calls.submit(namespace, body))
         return Task.model_validate(response.json())
 
@@ -276,7 +286,8 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
 class AsyncClient(
     AsyncBulkMethods, AsyncResultsMethods, AsyncScheduleMethods, AsyncWorkflowMethods
 ):
-    """The asyncio twin of ``Client`` (same methods, awaitable)."""
+    """The asyncio twin of ``Client`` (same methods, awaitable; ``submit_linger`` coalesces the
+    submissions of concurrent tasks)."""
 
     def __init__(
         self,
@@ -286,6 +297,7 @@ class AsyncClient(
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        submit_linger: float | None = DEFAULT_SUBMIT_LINGER,
     ) -> None:
         self.server = resolve_server(server)
         http = httpx.AsyncClient(
@@ -295,6 +307,11 @@ class AsyncClient(
             transport=transport,
         )
         self._transport = AsyncTransport(http, retry)
+        self._coalescer = (
+            None
+            if submit_linger is None
+            else AsyncSubmitCoalescer(self._transport.send, submit_linger)
+        )
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.server!r})"
@@ -341,6 +358,8 @@ class AsyncClient(
             backoff_multiplier=backoff_multiplier,
             safety=safety,
         )
+        if self._coalescer is not None:
+            return await self._coalescer.submit(namespace, body)
         response = await self._transport.send(_calls.submit(namespace, body))
         return Task.model_validate(response.json())
 

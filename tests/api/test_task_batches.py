@@ -65,3 +65,31 @@ def test_a_new_task_is_answered_from_what_was_written_exactly_as_a_read_shows_it
     created.pop("runnable_by_live_worker")
     assert created == read
     assert created["waiting_reason"] == "scheduled"
+
+
+def test_with_tasks_each_item_carries_the_task_the_single_submission_answers(api: Api) -> None:
+    """``with_tasks`` (the SDK's coalesced submissions): a created item's task is what
+    ``POST …/tasks`` answers for it, a replayed one's is the task read now, ``replayed: true``
+    (invariant 6); a refused item carries none."""
+    single = {"handler": "h", "idempotency_key": "k-1", "params": {"n": 1}, "priority": 3}
+    path = f"/v1/namespaces/{api.namespace}/tasks:batch"
+    items = [
+        {"handler": "h", "idempotency_key": "k-2", "params": {"n": 2}, "delay_seconds": 60},
+        single,
+        {"handler": "h", "queue": "undeclared"},
+    ]
+
+    async def scenario() -> tuple[Any, Any]:
+        first = await api.call("POST", f"/v1/namespaces/{api.namespace}/tasks", single)
+        return first, await api.call("POST", path, {"items": items, "with_tasks": True})
+
+    first, answer = asyncio.run(scenario())
+    created, replayed, refused = answer["results"]
+    assert created["status"] == "created" and replayed["status"] == "replayed"
+    assert created["task"]["id"] == created["task_id"]
+    assert (created["task"]["params"], created["task"]["waiting_reason"]) == ({"n": 2}, "scheduled")
+    assert created["task"]["replayed"] is False
+    assert replayed["task"] == {**first, "replayed": True}
+    assert refused["status"] == "refused" and refused["task"] is None
+    plain = _batch(api, [{"handler": "h"}])["results"][0]
+    assert plain["task"] is None, "without with_tasks the answer stays short"

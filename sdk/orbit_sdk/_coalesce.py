@@ -1,0 +1,273 @@
+"""Concurrent ``Client.submit`` calls of one client sent together (Kafka's producer linger, River's
+``InsertMany``): the submissions that wait while a request is on its way go in the next one, a
+``POST …/tasks:batch`` with ``with_tasks``, and each caller still gets its own ``Task`` or its own
+typed error — what its submission alone would have answered.
+
+No thread of its own: a caller finding no request on its way sends one itself (with whatever
+else waits, oldest first, one namespace per request) and keeps sending until its own submission
+is answered; then a waiting caller takes over. A lone caller therefore sends at once, as without
+coalescing; under concurrency the requests carry everyone who arrived meanwhile. ``linger``: how
+long a sender waits for company before sending (0: not at all). A request of one submission is
+the plain ``POST …/tasks``.
+
+Every submission carries its idempotency key from the start, so a request resent after a lost
+answer replays, never doubles (invariant 6), and the same key twice in one request is answered
+as two concurrent submissions are. A request refused as a whole for its body (422, 413, a
+``params`` that cannot be encoded) is sent again one submission at a time, so only the
+offending caller hears of it; any other failure of the request (server unreachable,
+authentication) is every caller's, as it would have been alone. A server without ``with_tasks``
+refuses it once: from then on each submission goes alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from . import _calls
+from ._bulk import submit_many_call
+from ._transport import Call
+from .errors import NotFound, PayloadTooLarge, ValidationFailed, error_for_problem
+from .models import Problem, Task
+
+#: Seconds a sender waits for company; 0 sends at once (bench/NOTES.md has the measurements).
+DEFAULT_SUBMIT_LINGER = 0.0
+#: Submissions per request: a request is one server transaction (``submit_batch.SUB_BATCH``).
+MAX_COALESCED = 100
+WITH_TASKS = "with_tasks"
+
+
+@dataclass(eq=False)
+class Waiting:
+    """One caller's submission, until its answer is known."""
+
+    namespace: str
+    body: dict[str, Any]
+    task: Task | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+    def answer(self, task: Task | None = None, error: BaseException | None = None) -> None:
+        if not self.done:
+            self.task, self.error, self.done = task, error, True
+
+    def outcome(self) -> Task:
+        if self.error is not None:
+            raise self.error
+        assert self.task is not None
+        return self.task
+
+
+class Gathering:
+    """The waiting submissions and what goes together; the same for threads and tasks."""
+
+    def __init__(self, linger: float) -> None:
+        if linger < 0:
+            raise ValueError("submit_linger must be at least 0 seconds (None: no coalescing)")
+        self.linger = linger
+        self.pending: list[Waiting] = []
+        self.sending = False
+        self.batched = True  # False once the server refused with_tasks
+
+    def take(self) -> list[Waiting]:
+        """The oldest submission's namespace: its waiting submissions, oldest first."""
+        namespace = self.pending[0].namespace
+        taken = [w for w in self.pending if w.namespace == namespace][:MAX_COALESCED]
+        chosen = set(map(id, taken))
+        self.pending = [w for w in self.pending if id(w) not in chosen]
+        return taken
+
+    def full(self) -> bool:
+        return len(self.pending) >= MAX_COALESCED
+
+    def withdraw(self, waiting: Waiting) -> None:
+        """A caller gone (interrupted, cancelled) before its submission was taken: it is not
+        sent. One already taken may still be accepted, as a request already sent would be."""
+        if waiting in self.pending:
+            self.pending.remove(waiting)
+
+    def call(self, batch: list[Waiting]) -> Call:
+        if len(batch) == 1:
+            return alone(batch[0])
+        call = submit_many_call(batch[0].namespace, [w.body for w in batch])
+        return Call(call.method, call.path, json={**call.json, WITH_TASKS: True})
+
+    def settle(self, batch: list[Waiting], answer: dict[str, Any]) -> list[Waiting]:
+        """Each submission's answer from the request's; returns those left to send alone."""
+        if len(batch) == 1:
+            batch[0].answer(task=Task.model_validate(answer))
+            return []
+        left = []
+        for waiting, result in zip(batch, answer["results"], strict=True):
+            if result.get("task") is not None:
+                waiting.answer(task=Task.model_validate(result["task"]))
+            elif result.get("problem") is not None:
+                waiting.answer(error=error_for_problem(Problem.model_validate(result["problem"])))
+            else:
+                left.append(waiting)
+        return left
+
+    def after_failure(self, batch: list[Waiting], exc: BaseException) -> list[Waiting]:
+        """The submissions to send alone after the request failed as a whole (the others get
+        ``exc``, as each would have alone)."""
+        if len(batch) == 1:
+            batch[0].answer(error=exc)
+            return []
+        if isinstance(exc, ValidationFailed) and any(f == WITH_TASKS for f, _ in exc.fields):
+            self.batched = False
+        if isinstance(exc, ValidationFailed | PayloadTooLarge | NotFound | TypeError | ValueError):
+            return batch
+        for waiting in batch:
+            waiting.answer(error=exc)
+        return []
+
+
+def alone(waiting: Waiting) -> Call:
+    return _calls.submit(waiting.namespace, waiting.body)
+
+
+def _answered_alone(waiting: Waiting, send: Callable[[Call], httpx.Response]) -> None:
+    try:
+        waiting.answer(task=Task.model_validate(send(alone(waiting)).json()))
+    except Exception as exc:
+        waiting.answer(error=exc)
+
+
+class SubmitCoalescer:
+    """For ``Client``: callers are threads."""
+
+    def __init__(self, send: Callable[[Call], httpx.Response], linger: float) -> None:
+        self.send = send
+        self.gathering = Gathering(linger)
+        self._cond = threading.Condition()
+
+    def submit(self, namespace: str, body: dict[str, Any]) -> Task:
+        waiting, gathering = Waiting(namespace, body), self.gathering
+        with self._cond:
+            gathering.pending.append(waiting)
+            self._cond.notify_all()
+            try:
+                while not waiting.done and gathering.sending:
+                    self._cond.wait()
+            except BaseException:
+                gathering.withdraw(waiting)
+                raise
+            if waiting.done:
+                return waiting.outcome()
+            gathering.sending = True
+        try:
+            self._linger()
+            while not waiting.done:
+                with self._cond:
+                    batch = gathering.take() if gathering.batched else [waiting]
+                    if not gathering.batched:
+                        gathering.pending.remove(waiting)
+                self._send(batch)
+        finally:
+            with self._cond:
+                gathering.sending = False
+                self._cond.notify_all()
+        return waiting.outcome()
+
+    def _linger(self) -> None:
+        until = time.monotonic() + self.gathering.linger
+        with self._cond:
+            while not self.gathering.full() and (left := until - time.monotonic()) > 0:
+                self._cond.wait(left)
+
+    def _send(self, batch: list[Waiting]) -> None:
+        try:
+            try:
+                left = self.gathering.settle(batch, self.send(self.gathering.call(batch)).json())
+            except Exception as exc:
+                left = self.gathering.after_failure(batch, exc)
+            for waiting in left:
+                _answered_alone(waiting, self.send)
+        except BaseException as exc:  # never leave a caller waiting for an answer
+            for waiting in batch:
+                waiting.answer(error=exc)
+            raise
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+
+class AsyncSubmitCoalescer:
+    """For ``AsyncClient``: callers are tasks of one event loop; the same rules."""
+
+    def __init__(self, send: Callable[[Call], Awaitable[httpx.Response]], linger: float) -> None:
+        self.send = send
+        self.gathering = Gathering(linger)
+        self._cond: asyncio.Condition | None = None
+
+    def _condition(self) -> asyncio.Condition:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    async def submit(self, namespace: str, body: dict[str, Any]) -> Task:
+        waiting, gathering, cond = Waiting(namespace, body), self.gathering, self._condition()
+        async with cond:
+            gathering.pending.append(waiting)
+            cond.notify_all()
+            try:
+                while not waiting.done and gathering.sending:
+                    await cond.wait()
+            except BaseException:
+                gathering.withdraw(waiting)
+                raise
+            if waiting.done:
+                return waiting.outcome()
+            gathering.sending = True
+        try:
+            await self._linger(cond)
+            while not waiting.done:
+                if gathering.batched:
+                    batch = gathering.take()
+                else:
+                    batch = [waiting]
+                    gathering.pending.remove(waiting)
+                await self._send(batch)
+        finally:
+            async with cond:
+                gathering.sending = False
+                cond.notify_all()
+        return waiting.outcome()
+
+    async def _linger(self, cond: asyncio.Condition) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.gathering.linger
+        async with cond:
+            while not self.gathering.full() and (left := until - loop.time()) > 0:
+                try:
+                    await asyncio.wait_for(cond.wait(), left)
+                except TimeoutError:
+                    break
+
+    async def _send(self, batch: list[Waiting]) -> None:
+        gathering = self.gathering
+        try:
+            try:
+                answer = (await self.send(gathering.call(batch))).json()
+                left = gathering.settle(batch, answer)
+            except Exception as exc:
+                left = gathering.after_failure(batch, exc)
+            for waiting in left:
+                try:
+                    task = Task.model_validate((await self.send(alone(waiting))).json())
+                    waiting.answer(task=task)
+                except Exception as exc:
+                    waiting.answer(error=exc)
+        except BaseException as exc:  # a cancelled sender: its batch's callers learn of it
+            for waiting in batch:
+                waiting.answer(error=exc)
+            raise
+        finally:
+            async with self._condition():
+                self._condition().notify_all()
