@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from orbit_store.db import by_primary_key
 from orbit_store.schema import task_attempts
 
 from .attempts import LIVE_ATTEMPT_STATES
-from .batch_moves import Move, move_tasks, per_item
+from .batch_moves import Move, grouped_params, grouped_update, move_tasks
 from .batch_read import (
     SetPathMismatch,
     fenced_ids,
@@ -144,22 +143,16 @@ def _finish_attempts(conn: sa.Connection, applied: list[_Applied], now: dt.datet
         groups[(outcome, a.move.reason[:255])].append(a.item)
     for (outcome, reason), group in sorted(groups.items()):
         ids = sorted(item.attempt_id for item in group)
-        update = (
-            task_attempts.update()
-            .where(task_attempts.c.id.in_(ids), task_attempts.c.state.in_(LIVE_ATTEMPT_STATES))
-            .values(
-                state=AttemptState.FINISHED.value,
-                finished_at=now,
-                outcome=outcome,
-                outcome_reason=reason,
-                result=_each(task_attempts.c.result, {i.attempt_id: i.result for i in group}),
-                error=_each(task_attempts.c.error, {i.attempt_id: i.error for i in group}),
-            )
-        )
-        changed = conn.execute(by_primary_key(update, task_attempts)).rowcount
+        values: dict[str, dict[str, Any]] = {
+            "state": dict.fromkeys(ids, AttemptState.FINISHED.value),
+            "finished_at": dict.fromkeys(ids, now),
+            "outcome": dict.fromkeys(ids, outcome),
+            "outcome_reason": dict.fromkeys(ids, reason),
+            "result": {i.attempt_id: i.result for i in group},
+            "error": {i.attempt_id: i.error for i in group},
+        }
+        sets, params = grouped_params(ids, values)
+        finish = grouped_update(task_attempts, len(ids), sets, state_in=LIVE_ATTEMPT_STATES)
+        changed = conn.execute(finish, params).rowcount
         if changed != len(ids):
             raise SetPathMismatch(f"finished {changed} of {len(ids)} attempts as {outcome}")
-
-
-def _each(column: sa.Column[Any], by_id: dict[str, Any]) -> Any:
-    return per_item(column, by_id, task_attempts.c.id)

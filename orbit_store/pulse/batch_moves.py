@@ -17,6 +17,7 @@ Lock order: the caller holds every task row; then keys, quotas, inserts (``pulse
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -80,24 +81,99 @@ def move_tasks(conn: sa.Connection, namespace: str, moves: list[Move], now: dt.d
     )
 
 
-def per_item(column: sa.Column[Any], by_id: dict[str, Any], id_column: Any = None) -> Any:
-    """The value to SET ``column`` to in an UPDATE of exactly the rows ``by_id`` names: one
-    bound value when every row gets the same, else ``CASE id WHEN … THEN … END``."""
-    values = list(by_id.values())
-    if all(_same(values[0], value) for value in values[1:]):
-        return sa.bindparam(None, values[0], type_=column.type)
-    return some_items(column, by_id, id_column)
-
-
-def some_items(column: sa.Column[Any], by_id: dict[str, Any], id_column: Any = None) -> Any:
-    """``CASE id WHEN … THEN … ELSE column END``: rows ``by_id`` does not name keep theirs."""
-    whens = {row_id: sa.bindparam(None, v, type_=column.type) for row_id, v in by_id.items()}
-    key = id_column if id_column is not None else tasks.c.id
-    return sa.case(whens, value=key, else_=column)
-
-
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
+
+
+#: How a grouped UPDATE binds a value: one for every row, one per row, or one for each row of a
+#: mask (the others keep the column's value).
+ONE, EACH = "one", "each"
+Mode = str | tuple[bool, ...]
+Shape = tuple[tuple[str, Mode], ...]
+
+
+def grouped_update(
+    table: sa.Table,
+    rows: int,
+    sets: Shape,
+    *,
+    adds: tuple[tuple[str, Mode | int], ...] = (),
+    from_state: bool = False,
+    state_in: tuple[str, ...] = (),
+    version: Mode | None = None,
+) -> sa.Update:
+    """``UPDATE <table> SET <col> = …, <col> = <col> + … WHERE id IN (:id_0, …) [AND state =
+    :from_state | AND state IN (…)] [AND state_version = …]``, through the primary key, with
+    named parameters (``grouped_params`` makes them): built once per shape and kept, so
+    SQLAlchemy neither builds nor keys it again for each batch — a statement holding each
+    row's values costs Python per row to build and key. ``sets``: columns and how their values
+    are bound (params ``<col>`` or ``<col>_<i>``); ``adds``: columns increased by a bound value
+    (params ``<col>_add…``) or a constant; ``version``: the version guard's binding (params
+    ``version…``), None for none."""
+    return _grouped_update(table, rows, sets, adds, from_state, state_in, version)
+
+
+@functools.lru_cache(maxsize=512)
+def _grouped_update(
+    table: sa.Table,
+    rows: int,
+    sets: Shape,
+    adds: tuple[tuple[str, Mode | int], ...],
+    from_state: bool,
+    state_in: tuple[str, ...],
+    version: Mode | None,
+) -> sa.Update:
+    ids = [sa.bindparam(f"id_{i}", type_=table.c.id.type) for i in range(rows)]
+    values = {name: _bound(table, name, name, how, ids) for name, how in sets}
+    for name, how in adds:
+        step = how if isinstance(how, int) else _bound(table, name, f"{name}_add", how, ids)
+        values[name] = table.c[name] + step
+    conditions: list[sa.ColumnElement[bool]] = [table.c.id.in_(ids)]
+    if from_state:
+        conditions.append(table.c.state == sa.bindparam("from_state"))
+    if state_in:
+        conditions.append(table.c.state.in_(state_in))
+    if version is not None:
+        guard = _bound(table, "state_version", "version", version, ids)
+        conditions.append(table.c.state_version == guard)
+    update = table.update().where(*conditions).values(values)
+    return by_primary_key(update, table)  # type: ignore[no-any-return]
+
+
+def _bound(table: sa.Table, column: str, param: str, how: Mode, ids: list[Any]) -> Any:
+    """The value of ``column`` as ``how`` binds it: ``:param``, or ``CASE WHEN id = :id_<i>
+    THEN :param_<i> … ELSE column END`` for the rows it names."""
+    type_ = table.c[column].type
+    if how == ONE:
+        return sa.bindparam(param, type_=type_)
+    mask = (True,) * len(ids) if how == EACH else how
+    whens = [
+        (table.c.id == ids[i], sa.bindparam(f"{param}_{i}", type_=type_))
+        for i, named in enumerate(mask)
+        if named
+    ]
+    return sa.case(*whens, else_=table.c[column])
+
+
+def grouped_params(
+    ids: list[str], values: dict[str, dict[str, Any]], prefix: dict[str, str] | None = None
+) -> tuple[Shape, dict[str, Any]]:
+    """How ``values`` (``{column: {row id: value}}``, rows ``ids`` in that order; a row a
+    column does not name keeps its value) bind in a grouped UPDATE, and the parameters
+    (named ``<prefix or column>…``; the row ids' too)."""
+    params: dict[str, Any] = {f"id_{i}": row_id for i, row_id in enumerate(ids)}
+    shape: list[tuple[str, Mode]] = []
+    for name, by_id in sorted(values.items()):
+        param = (prefix or {}).get(name, name)
+        found = list(by_id.values())
+        if len(by_id) == len(ids) and all(_same(found[0], v) for v in found[1:]):
+            shape.append((name, ONE))
+            params[param] = found[0]
+            continue
+        mask = tuple(row_id in by_id for row_id in ids)
+        shape.append((name, EACH if all(mask) else mask))
+        params |= {f"{param}_{i}": by_id[row_id] for i, row_id in enumerate(ids) if mask[i]}
+    return tuple(shape), params
 
 
 def _check_legal(move: Move) -> None:
@@ -112,31 +188,22 @@ def _update_group(
     conn: sa.Connection, from_state: str, to_state: str, group: list[Move], now: dt.datetime
 ) -> None:
     ids = sorted(m.task.id for m in group)
-    columns: dict[str, dict[str, Any]] = defaultdict(dict)
-    for move in group:
-        for name, value in move.all_values(now).items():
-            columns[name][move.task.id] = value
-    sets: dict[str, Any] = {
-        "state": to_state,
-        "state_version": tasks.c.state_version + 1,
-        "updated_at": now,
+    values: dict[str, dict[str, Any]] = {
+        "state": dict.fromkeys(ids, to_state),
+        "updated_at": dict.fromkeys(ids, now),
     }
-    for name, by_id in columns.items():
-        if len(by_id) == len(group):
-            sets[name] = per_item(tasks.c[name], by_id)
-        else:  # set for some rows only: the others keep theirs (as ``transition``)
-            sets[name] = some_items(tasks.c[name], by_id)
+    for move in group:  # a column set for some rows only: the others keep theirs
+        for name, value in move.all_values(now).items():
+            values.setdefault(name, {})[move.task.id] = value
+    sets, params = grouped_params(ids, values)
     versions = {m.task.id: int(m.task.state_version) for m in group}
-    update = (
-        tasks.update()
-        .where(
-            tasks.c.id.in_(ids),
-            tasks.c.state == from_state,
-            tasks.c.state_version == per_item(tasks.c.state_version, versions),
-        )
-        .values(sets)
+    ((_, version),), guard = grouped_params(
+        ids, {"state_version": versions}, {"state_version": "version"}
     )
-    changed = conn.execute(by_primary_key(update, tasks)).rowcount
+    update = grouped_update(
+        tasks, len(ids), sets, adds=(("state_version", 1),), from_state=True, version=version
+    )
+    changed = conn.execute(update, params | guard | {"from_state": from_state}).rowcount
     if changed != len(ids):
         raise SetPathMismatch(f"moved {changed} of {len(ids)} tasks {from_state} -> {to_state}")
 

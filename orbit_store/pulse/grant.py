@@ -31,13 +31,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.db import by_primary_key
 from orbit_store.ids import new_id, new_secret
 from orbit_store.schema import tasks
 
 from . import inserts, quota
 from .attempts import hash_token
-from .batch_moves import per_item
+from .batch_moves import grouped_params, grouped_update
 from .model import AttemptState, LeaseGrant, Safety, TaskState
 
 
@@ -157,30 +156,27 @@ def _event_rows(
 def _move_tasks(
     conn: sa.Connection, attempt_of: dict[str, str], steps_of: dict[str, int], now: dt.datetime
 ) -> None:
-    """One UPDATE for the whole batch; rows are locked by us, so every one must match. A READY
-    task keeps its concurrency permit through LEASED and RUNNING. A started grant's recorded
-    safety is SAFE already (task and handler are), so ``safety`` is left as is."""
-    ids = list(attempt_of)
-    # A lease with start usually starts every grant, a plain lease none: then one value for all
-    # (a CASE of one bound value per task costs Python per item, docs/performance.md).
+    """One UPDATE for the whole batch (a statement kept per shape: ``batch_moves
+    .grouped_update``); rows are locked by us, so every one must match. A READY task keeps its
+    concurrency permit through LEASED and RUNNING. A started grant's recorded safety is SAFE
+    already (task and handler are), so ``safety`` is left as is."""
+    ids = sorted(attempt_of)
     states = {
         task_id: (TaskState.RUNNING if n == 2 else TaskState.LEASED).value
         for task_id, n in steps_of.items()
     }
-    state = per_item(tasks.c.state, states)
-    version_step = per_item(tasks.c.state_version, steps_of)
-    lease = (
-        tasks.update()
-        .where(tasks.c.id.in_(ids), tasks.c.state == TaskState.WAITING.value)
-        .values(
-            state=state,
-            state_version=tasks.c.state_version + version_step,
-            wait_path=None,
-            attempts_used=tasks.c.attempts_used + 1,
-            current_attempt_id=sa.case(attempt_of, value=tasks.c.id),
-            updated_at=now,
-        )
+    values: dict[str, dict[str, Any]] = {
+        "state": states,
+        "current_attempt_id": attempt_of,
+        "wait_path": dict.fromkeys(ids),
+        "updated_at": dict.fromkeys(ids, now),
+    }
+    sets, params = grouped_params(ids, values)
+    ((_, steps),), step_params = grouped_params(
+        ids, {"state_version": steps_of}, {"state_version": "state_version_add"}
     )
-    updated = conn.execute(by_primary_key(lease, tasks))
+    adds = (("state_version", steps), ("attempts_used", 1))
+    lease = grouped_update(tasks, len(ids), sets, adds=adds, from_state=True)
+    updated = conn.execute(lease, params | step_params | {"from_state": TaskState.WAITING.value})
     if updated.rowcount != len(ids):
         raise RuntimeError(f"claim updated {updated.rowcount} of {len(ids)} locked tasks")
