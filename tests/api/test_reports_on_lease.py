@@ -144,3 +144,17 @@ def test_a_report_without_its_token_is_refused_naming_the_field(api: Api) -> Non
 def test_the_openapi_document_declares_worker_protocol_4(api: Api) -> None:
     assert WORKER_PROTOCOL == 4
     assert api.app.openapi()["info"]["x-worker-protocol"] == 4
+
+
+def test_grants_of_a_request_carrying_reports_are_not_handed_back_inv2(api: Api) -> None:
+    """A request with reports answers at once; its client is not asked whether it is still
+    there, so a disconnected one's grants stay granted (they lapse as any lost answer's do),
+    and its reports apply."""
+    session = _session(api)
+    [lease] = _started(api, session, 1)
+    waiting = api.submit()
+    body = {"max_tasks": 1, "start_handlers": ["h"], "reports": [_report(lease)]}
+    answer = _lease(api, session, body, disconnect=True)
+    assert [g["task_id"] for g in answer["leases"]] == [waiting]
+    assert answer["reports"][0]["outcome_status"] == "applied"
+    assert _state(api, waiting) == "RUNNING"
