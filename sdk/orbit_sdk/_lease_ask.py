@@ -81,8 +81,8 @@ class LeaseAsk:
         self, live: LiveSet, done: Callable[[], bool], reports: CallBatcher | None = None
     ) -> int:
         """Block until a slot is free, then under a backlog briefly for a full batch; how many
-        to ask for. From the first free slot on, ``reports`` are held for the request."""
-        live.wait_for_free(self.concurrency, done)
+        to ask for. Meanwhile ``reports`` are held for the request: an attempt's report frees
+        its slot, so each is held at most the linger and a margin."""
         if reports is not None and self.with_reports:
             reports.hold(self.linger + HOLD_MARGIN)
         free = live.wait_for_free(self.concurrency, done, want=self.want, linger=self.linger)

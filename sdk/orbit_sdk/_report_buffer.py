@@ -70,8 +70,11 @@ class CallBatcher:
         self._pending: list[Pending] = []
         self._cond = threading.Condition()
         self._urgent = False
-        #: Monotonic time until which a lease request is expected to carry the pending items.
-        self._held_until = 0.0
+        #: A lease request is coming that will carry the pending items, each held at most
+        #: ``_max_hold`` seconds from its arrival (``_since``: monotonic time, by item id).
+        self._held = False
+        self._max_hold = 0.0
+        self._since: dict[int, float] = {}
         #: Items a lease request could not deliver: the flusher sends them (never a lease again).
         self._own: set[int] = set()
         self._thread = threading.Thread(target=self._loop, name=f"orbit-{name}", daemon=True)
@@ -87,18 +90,20 @@ class CallBatcher:
         the most seconds the call carrying it may take (see the module docstring); ``queued``
         is called once the item waits here (a lease request may take it from then on)."""
         future: Future[dict[str, Any]] = Future()
+        pending = (item, future, budget)
         with self._cond:
-            self._pending.append((item, future, budget))
+            self._pending.append(pending)
+            self._since[id(pending)] = time.monotonic()
             self._cond.notify_all()
         if queued is not None:
             queued()
         return future.result()
 
     def hold(self, seconds: float) -> None:
-        """A lease request is about to go and will carry the pending items (``take``): the
-        flusher leaves them for at most ``seconds``."""
+        """A lease request is coming and will carry the pending items (``take``): until then
+        the flusher leaves each for at most ``seconds`` from its arrival."""
         with self._cond:
-            self._held_until = time.monotonic() + seconds
+            self._held, self._max_hold = True, seconds
 
     def take(self) -> list[Pending]:
         """The pending items (at most ``max_items``), for a lease request to carry; their
@@ -107,7 +112,9 @@ class CallBatcher:
             rideable = [p for p in self._pending if id(p) not in self._own][: self.max_items]
             taken = set(map(id, rideable))
             self._pending = [p for p in self._pending if id(p) not in taken]
-            self._held_until = 0.0
+            for key in taken:
+                self._since.pop(key, None)
+            self._held = False
             self._cond.notify_all()
             return rideable
 
@@ -117,7 +124,7 @@ class CallBatcher:
         with self._cond:
             self._pending[:0] = taken
             self._own.update(map(id, taken))
-            self._held_until = 0.0
+            self._held = False
             self._cond.notify_all()
 
     def settle(self, taken: list[Pending], results: list[dict[str, Any]]) -> None:
@@ -138,22 +145,13 @@ class CallBatcher:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._pending:
-                    self._cond.wait()
-                while self._pending and not self._urgent:  # a lease request may take them
-                    held = self._held_until - time.monotonic()
-                    if held <= 0:
-                        break
-                    self._cond.wait(held)
-                first_seen = time.monotonic()
-                while 0 < len(self._pending) < self.max_items and not self._urgent:
-                    left = first_seen + self.linger - time.monotonic()
-                    if left <= 0:
-                        break
+                while (left := self._wait_left()) is None or left > 0:
                     self._cond.wait(left)
                 taken = self._pending[: self.max_items]
                 del self._pending[: self.max_items]
                 self._own.difference_update(map(id, taken))
+                for pending in taken:
+                    self._since.pop(id(pending), None)
             if not taken:
                 continue
             try:
@@ -162,6 +160,20 @@ class CallBatcher:
                 for _, future, _ in taken:
                     if not future.done():
                         future.set_exception(exc)
+
+    def _wait_left(self) -> float | None:
+        """Seconds the flusher still waits before sending (None: nothing to send): company for
+        the oldest item for ``linger``, or while a lease request is coming, up to the hold's
+        bound; none for items a lease request gave back, a full call or a draining worker."""
+        if not self._pending:
+            return None
+        if self._urgent or any(id(p) in self._own for p in self._pending):
+            return 0.0
+        if not self._held and len(self._pending) >= self.max_items:
+            return 0.0
+        oldest = min(self._since.get(id(p), 0.0) for p in self._pending)
+        waits = self._max_hold if self._held else self.linger
+        return oldest + waits - time.monotonic()
 
     def _send(self, taken: list[Pending]) -> None:
         if self.batched:
