@@ -5,10 +5,10 @@ typed error — what its submission alone would have answered.
 
 No thread of its own: a caller finding no request on its way sends one itself (with whatever
 else waits, oldest first, one namespace per request) and keeps sending until its own submission
-is answered; then a waiting caller takes over. A lone caller therefore sends at once, as without
-coalescing; under concurrency the requests carry everyone who arrived meanwhile. ``linger``: how
-long a sender waits for company before sending (0: not at all). A request of one submission is
-the plain ``POST …/tasks``.
+is answered; then a waiting caller takes over. Under concurrency the requests carry everyone who
+arrived meanwhile; ``linger`` is how long a sender waits for company first, and only after a
+request that carried several submissions — a lone caller sends at once, as without coalescing.
+A request of one submission is the plain ``POST …/tasks``.
 
 Every submission carries its idempotency key from the start, so a request resent after a lost
 answer replays, never doubles (invariant 6), and the same key twice in one request is answered
@@ -36,8 +36,8 @@ from ._transport import Call
 from .errors import NotFound, PayloadTooLarge, ValidationFailed, error_for_problem
 from .models import Problem, Task
 
-#: Seconds a sender waits for company; 0 sends at once (bench/NOTES.md has the measurements).
-DEFAULT_SUBMIT_LINGER = 0.0
+#: Seconds a sender waits for company once requests carry several (bench/submit_linger.py).
+DEFAULT_SUBMIT_LINGER = 0.001
 #: Submissions per request: a request is one server transaction (``submit_batch.SUB_BATCH``).
 MAX_COALESCED = 100
 WITH_TASKS = "with_tasks"
@@ -74,6 +74,13 @@ class Gathering:
         self.pending: list[Waiting] = []
         self.sending = False
         self.batched = True  # False once the server refused with_tasks
+        #: Submissions the last request carried: a sender waits for company only after a
+        #: request that had some (a lone caller's submissions go at once).
+        self.last_size = 0
+
+    def lingers(self) -> float:
+        """How long the sender waits for company now."""
+        return self.linger if self.last_size > 1 else 0.0
 
     def take(self) -> list[Waiting]:
         """The oldest submission's namespace: its waiting submissions, oldest first."""
@@ -81,6 +88,7 @@ class Gathering:
         taken = [w for w in self.pending if w.namespace == namespace][:MAX_COALESCED]
         chosen = set(map(id, taken))
         self.pending = [w for w in self.pending if id(w) not in chosen]
+        self.last_size = len(taken)
         return taken
 
     def full(self) -> bool:
@@ -176,7 +184,7 @@ class SubmitCoalescer:
         return waiting.outcome()
 
     def _linger(self) -> None:
-        until = time.monotonic() + self.gathering.linger
+        until = time.monotonic() + self.gathering.lingers()
         with self._cond:
             while not self.gathering.full() and (left := until - time.monotonic()) > 0:
                 self._cond.wait(left)
@@ -242,7 +250,7 @@ class AsyncSubmitCoalescer:
 
     async def _linger(self, cond: asyncio.Condition) -> None:
         loop = asyncio.get_running_loop()
-        until = loop.time() + self.gathering.linger
+        until = loop.time() + self.gathering.lingers()
         async with cond:
             while not self.gathering.full() and (left := until - loop.time()) > 0:
                 try:

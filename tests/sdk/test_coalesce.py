@@ -120,3 +120,18 @@ def test_a_negative_linger_is_refused_naming_the_option() -> None:
         assert "submit_linger" in str(exc)
     else:
         raise AssertionError("a negative linger was accepted")
+
+
+def test_a_sender_waits_for_company_only_after_a_request_that_had_some() -> None:
+    """A lone caller's submissions go at once (no linger); once a request carried several, the
+    next sender waits up to the linger for the callers coming back."""
+    from orbit_sdk._coalesce import Gathering, Waiting
+
+    gathering = Gathering(0.25)
+    assert gathering.lingers() == 0.0
+    gathering.pending = [Waiting("shop", {"n": 1})]
+    gathering.take()
+    assert gathering.lingers() == 0.0, "after a request of one submission"
+    gathering.pending = [Waiting("shop", {"n": n}) for n in range(3)]
+    gathering.take()
+    assert gathering.lingers() == 0.25
