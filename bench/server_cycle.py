@@ -21,28 +21,15 @@ import uuid
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from batch_paths import _database  # the bench folder is the script's own (sys.path[0])
 
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
-from orbit_store import migrate
 from orbit_store.credentials import create_token
-from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.db import run_transaction
 
 DEFAULT_URL = "mysql://root@127.0.0.1:3306/orbit_bench_cycle"
 HANDLER = "bench.noop"
-
-
-def _database(url: str) -> sa.Engine:
-    parsed = make_url(url)
-    server = sa.create_engine(parsed.set(database=""), isolation_level="AUTOCOMMIT")
-    with server.connect() as conn:
-        conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{parsed.database}`"))
-        conn.execute(sa.text(f"CREATE DATABASE `{parsed.database}`"))
-    server.dispose()
-    engine = create_store_engine(url)
-    migrate.upgrade(engine)
-    return engine
 
 
 class App:

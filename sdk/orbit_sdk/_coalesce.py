@@ -91,6 +91,14 @@ class Gathering:
         self.last_size = len(taken)
         return taken
 
+    def next_batch(self, waiting: Waiting) -> list[Waiting]:
+        """What the sender of ``waiting`` sends next: everyone's, or its own alone once the
+        server refused batches."""
+        if self.batched:
+            return self.take()
+        self.withdraw(waiting)
+        return [waiting]
+
     def full(self) -> bool:
         return len(self.pending) >= MAX_COALESCED
 
@@ -140,13 +148,6 @@ def alone(waiting: Waiting) -> Call:
     return _calls.submit(waiting.namespace, waiting.body)
 
 
-def _answered_alone(waiting: Waiting, send: Callable[[Call], httpx.Response]) -> None:
-    try:
-        waiting.answer(task=Task.model_validate(send(alone(waiting)).json()))
-    except Exception as exc:
-        waiting.answer(error=exc)
-
-
 class SubmitCoalescer:
     """For ``Client``: callers are threads."""
 
@@ -173,9 +174,7 @@ class SubmitCoalescer:
             self._linger()
             while not waiting.done:
                 with self._cond:
-                    batch = gathering.take() if gathering.batched else [waiting]
-                    if not gathering.batched:
-                        gathering.pending.remove(waiting)
+                    batch = gathering.next_batch(waiting)
                 self._send(batch)
         finally:
             with self._cond:
@@ -196,7 +195,10 @@ class SubmitCoalescer:
             except Exception as exc:
                 left = self.gathering.after_failure(batch, exc)
             for waiting in left:
-                _answered_alone(waiting, self.send)
+                try:
+                    waiting.answer(task=Task.model_validate(self.send(alone(waiting)).json()))
+                except Exception as exc:
+                    waiting.answer(error=exc)
         except BaseException as exc:  # never leave a caller waiting for an answer
             for waiting in batch:
                 waiting.answer(error=exc)
@@ -236,12 +238,7 @@ class AsyncSubmitCoalescer:
         try:
             await self._linger(cond)
             while not waiting.done:
-                if gathering.batched:
-                    batch = gathering.take()
-                else:
-                    batch = [waiting]
-                    gathering.pending.remove(waiting)
-                await self._send(batch)
+                await self._send(gathering.next_batch(waiting))
         finally:
             async with cond:
                 gathering.sending = False

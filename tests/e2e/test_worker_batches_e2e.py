@@ -5,6 +5,7 @@ still ends with its own outcome."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,19 +26,19 @@ def _batched(tenant: Tenant, call: str) -> tuple[float, float]:
     return calls, value(samples, "orbit_batch_items_sum", call=call) or 0.0
 
 
-def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_path: Path) -> None:
+CALLS = ("start", "complete", "lease_reports")
+
+
+def _drained(tenant: Tenant, tmp_path: Path, **worker_env: str) -> tuple[Any, dict[str, Any]]:
+    """A backlog of TASKS echo tasks run by a real worker: the stopped worker and the server's
+    batched-call counts from before it began; every task ends SUCCEEDED with its own result."""
     with Client(tenant.server.url, token=tenant.token) as client:
         ids = [
             client.submit(tenant.namespace, handler="e2e.echo", params={"i": i}).id
             for i in range(TASKS)
         ]
-        calls = ("start", "complete", "lease_reports")
-        before = {call: _batched(tenant, call) for call in calls}
-        worker = tenant.start_worker(
-            ORBIT_E2E_DIR=str(tmp_path),
-            ORBIT_E2E_CONCURRENCY="10",
-            ORBIT_E2E_LEASE_WITH_START="0",  # protocol 2: every grant started by a call
-        )
+        before = {call: _batched(tenant, call) for call in CALLS}
+        worker = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), **worker_env)
 
         def all_done() -> bool:
             tasks = [client.get(tenant.namespace, task_id) for task_id in ids]
@@ -48,6 +49,16 @@ def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_p
     assert [task.result["echo"] for task in done] == [{"i": i} for i in range(TASKS)]
     worker.terminate()
     worker.wait(30)
+    return worker, before
+
+
+def test_a_backlog_is_started_and_reported_in_shared_calls(tenant: Tenant, tmp_path: Path) -> None:
+    worker, before = _drained(
+        tenant,
+        tmp_path,
+        ORBIT_E2E_CONCURRENCY="10",
+        ORBIT_E2E_LEASE_WITH_START="0",  # protocol 2: every grant started by a call
+    )
     said = tenant.log_of(worker)
     for call, counted in (("start", ("start",)), ("complete", ("complete", "lease_reports"))):
         calls = sum(_batched(tenant, c)[0] - before[c][0] for c in counted)
@@ -78,23 +89,7 @@ def test_a_busy_worker_reports_on_its_next_lease_request_inv4(
     attempts ride the next lease request (one round trip per cycle), each still applied with
     its own token — every task ends SUCCEEDED with its own result, and every report reached
     the server once, by a lease request or by its own call."""
-    with Client(tenant.server.url, token=tenant.token) as client:
-        ids = [
-            client.submit(tenant.namespace, handler="e2e.echo", params={"i": i}).id
-            for i in range(TASKS)
-        ]
-        before = {call: _batched(tenant, call) for call in ("lease_reports", "complete")}
-        worker = tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="8")
-
-        def all_done() -> bool:
-            tasks = [client.get(tenant.namespace, task_id) for task_id in ids]
-            return all(task.state == "SUCCEEDED" for task in tasks)
-
-        wait_until(all_done, timeout=60, interval=0.5)
-        done = [client.get(tenant.namespace, task_id) for task_id in ids]
-    assert [task.result["echo"] for task in done] == [{"i": i} for i in range(TASKS)]
-    worker.terminate()
-    worker.wait(30)
+    worker, before = _drained(tenant, tmp_path, ORBIT_E2E_CONCURRENCY="8")
     on_lease, by_call = (
         _batched(tenant, call)[1] - before[call][1] for call in ("lease_reports", "complete")
     )

@@ -278,101 +278,82 @@ def test_the_lease_call_carries_reports_without_a_long_poll() -> None:
 GRANT = {**LEASE, "handler": "shop.echo", "started": True}
 
 
-def _worker_against(server: Any) -> tuple[Worker, threading.Thread]:
-    worker = Worker(
-        "http://orbit.test",
-        namespace="shop",
-        transport=httpx.MockTransport(server),
-        lease_wait_seconds=1,
-        concurrency=2,
-    )
-    worker.register("shop.echo", _noop)
-    return worker, worker.run_in_thread()
+def _applied(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"attempt_id": i["attempt_id"], "status": "ok", "outcome_status": "applied"} for i in items
+    ]
+
+
+class ReportServer:
+    """Grants one started task, then records where its report arrives: on a lease request
+    (``takes_reports``) or by the complete call (a server before protocol 4 refuses the field)."""
+
+    def __init__(self, takes_reports: bool) -> None:
+        self.takes_reports = takes_reports
+        self.leases: list[Any] = []
+        self.completes: list[Any] = []
+        self.done = threading.Event()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        if path == "/v1/worker-sessions":
+            return httpx.Response(201, json=SESSION)
+        if path.endswith("/lease"):
+            self.leases.append(body)
+            reports = body.get("reports", [])
+            if reports and not self.takes_reports:
+                return problem(422, "validation", errors=NO_REPORTS_REFUSAL)
+            if len(self.leases) == 1:
+                return httpx.Response(200, json={"leases": [GRANT]})
+            if reports:
+                self.done.set()
+            else:
+                self.done.wait(2)
+            return httpx.Response(200, json={"leases": [], "reports": _applied(reports)})
+        if path == "/v1/attempts:complete":
+            self.completes.append(body)
+            self.done.set()
+            return httpx.Response(200, json={"results": _applied(body["items"])})
+        return httpx.Response(200, json={"results": []})
+
+    def run_worker(self) -> None:
+        worker = Worker(
+            "http://orbit.test",
+            namespace="shop",
+            transport=httpx.MockTransport(self),
+            lease_wait_seconds=1,
+            concurrency=1,  # its one slot held: the lease loop waits, and takes the report
+        )
+        worker.register("shop.echo", _noop)
+        thread = worker.run_in_thread()
+        try:
+            assert self.done.wait(10), "the task was never reported"
+        finally:
+            worker.stop()
+            thread.join(10)
+        assert not thread.is_alive(), "the worker did not stop"
 
 
 def test_a_finished_attempt_s_report_rides_the_next_lease_request() -> None:
     """A task granted, run, and its outcome carried by the next lease request, whose answer
     settles it: no call of its own."""
-    leases: list[Any] = []
-    completes: list[Any] = []
-    done = threading.Event()
-
-    def server(request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        body = json.loads(request.content) if request.content else None
-        if path == "/v1/worker-sessions":
-            return httpx.Response(201, json=SESSION)
-        if path.endswith("/lease"):
-            leases.append(body)
-            if len(leases) == 1:
-                return httpx.Response(200, json={"leases": [GRANT]})
-            results = [
-                {"attempt_id": r["attempt_id"], "status": "ok", "outcome_status": "applied"}
-                for r in body.get("reports", [])
-            ]
-            if results:
-                done.set()
-            else:
-                done.wait(2)
-            return httpx.Response(200, json={"leases": [], "reports": results})
-        if path.endswith(":complete") or path.endswith("/complete"):
-            completes.append(body)
-            done.set()
-        return httpx.Response(200, json={"results": []})
-
-    worker, thread = _worker_against(server)
-    try:
-        assert done.wait(10), "the task was never reported"
-    finally:
-        worker.stop()
-        thread.join(10)
-    assert not thread.is_alive(), "the worker did not stop"
-    carried = [r for body in leases for r in body.get("reports", [])]
+    server = ReportServer(takes_reports=True)
+    server.run_worker()
+    carried = [r for body in server.leases for r in body.get("reports", [])]
     assert [(r["attempt_id"], r["outcome"]) for r in carried] == [
         (LEASE["attempt_id"], "succeeded")
     ]
-    assert completes == []
+    assert server.completes == []
 
 
 def test_a_new_worker_reports_by_its_own_call_to_an_older_server() -> None:
     """The old server refuses the field once (422): the report then goes by the batched
     complete call, and later lease requests carry none."""
-    leases: list[Any] = []
-    completes: list[Any] = []
-    done = threading.Event()
-
-    def old_server(request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        body = json.loads(request.content) if request.content else None
-        if path == "/v1/worker-sessions":
-            return httpx.Response(201, json=SESSION)
-        if path.endswith("/lease"):
-            leases.append(body)
-            if "reports" in body:
-                return problem(422, "validation", errors=NO_REPORTS_REFUSAL)
-            if len(leases) == 1:
-                return httpx.Response(200, json={"leases": [GRANT]})
-            done.wait(2)
-            return httpx.Response(200, json={"leases": []})
-        if path == "/v1/attempts:complete":
-            completes.append(body)
-            done.set()
-            results = [
-                {"attempt_id": i["attempt_id"], "status": "ok", "outcome_status": "applied"}
-                for i in body["items"]
-            ]
-            return httpx.Response(200, json={"results": results})
-        return httpx.Response(200, json={"results": []})
-
-    worker, thread = _worker_against(old_server)
-    try:
-        assert done.wait(10), "the task was never reported"
-    finally:
-        worker.stop()
-        thread.join(10)
-    assert not thread.is_alive(), "the worker did not stop"
-    assert [i["attempt_id"] for body in completes for i in body["items"]] == [LEASE["attempt_id"]]
-    refused = [n for n, body in enumerate(leases) if "reports" in body]
-    assert len(refused) <= 1 and all(
-        "reports" not in b for b in leases[refused[0] + 1 :] if refused
-    )
+    server = ReportServer(takes_reports=False)
+    server.run_worker()
+    reported = [i["attempt_id"] for body in server.completes for i in body["items"]]
+    assert reported == [LEASE["attempt_id"]]
+    refused = [n for n, body in enumerate(server.leases) if "reports" in body]
+    assert len(refused) == 1
+    assert all("reports" not in body for body in server.leases[refused[0] + 1 :])
