@@ -106,7 +106,6 @@ class Worker:
         self.server = resolve_server(server)
         self.namespace = namespace
         self.queues = list(queues)
-        self.concurrency = concurrency
         # Unique per Worker object: a re-registering name closes that name's older sessions.
         self.name = name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.heartbeat_interval = heartbeat_interval
@@ -127,9 +126,9 @@ class Worker:
             bearer,
             timeout,
             transport,
-            # every attempt thread (up to 2x concurrency, LiveSet) may be sending while a long
-            # poll and a heartbeat are open
-            limits=httpx.Limits(max_connections=2 * concurrency + 8),
+            # every attempt thread (up to 2x concurrency, LiveSet: set later too, by the CLI or
+            # a WorkerPool) may be sending while a long poll and a heartbeat are open
+            limits=httpx.Limits(max_connections=None),
         )
         self._handlers: dict[str, RegisteredHandler] = {}
         self._ask = LeaseAsk(
@@ -159,6 +158,17 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker({self.server!r}, namespace={self.namespace!r}, name={self.name!r})"
+
+    @property
+    def concurrency(self) -> int:
+        """Slots (see the class); settable before ``run()`` (`orbit worker --concurrency`)."""
+        return self._ask.concurrency
+
+    @concurrency.setter
+    def concurrency(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._ask.concurrency = slots
 
     # --- registration -----------------------------------------------------------------------
 

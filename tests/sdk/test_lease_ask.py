@@ -357,3 +357,30 @@ def test_a_new_worker_reports_by_its_own_call_to_an_older_server() -> None:
     refused = [n for n, body in enumerate(server.leases) if "reports" in body]
     assert len(refused) == 1
     assert all("reports" not in body for body in server.leases[refused[0] + 1 :])
+
+
+def test_concurrency_set_after_construction_is_what_the_worker_asks_for() -> None:
+    """`orbit worker --concurrency N` (and a WorkerPool) set ``concurrency`` on a Worker made
+    at import: its lease requests must ask for N slots, not the constructor's default."""
+    asked: list[int] = []
+    done = threading.Event()
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/worker-sessions":
+            return httpx.Response(201, json=SESSION)
+        if request.url.path.endswith("/lease"):
+            asked.append(json.loads(request.content)["max_tasks"])
+            done.set()
+            return httpx.Response(200, json={"leases": []})
+        return httpx.Response(200, json={"results": []})
+
+    worker = Worker("http://orbit.test", namespace="shop", transport=httpx.MockTransport(server))
+    worker.register("shop.echo", _noop)
+    worker.concurrency = 9
+    thread = worker.run_in_thread()
+    try:
+        assert done.wait(10), "the worker never asked for work"
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert asked[0] == 9
