@@ -81,10 +81,20 @@ def test_a_request_that_fails_as_a_whole_fails_every_caller_alike() -> None:
     assert all(isinstance(a, ServerUnreachable) for a in answers)
 
 
-def test_params_that_cannot_be_encoded_fail_their_caller_alone() -> None:
+def test_params_that_cannot_be_sent_fail_their_caller_alone_as_alone() -> None:
+    """A set is not JSON: its caller gets the error its submission alone gets (refused before
+    anything is sent), its neighbours their tasks."""
     server = Held(_answer_each)
-    answers = _together(server, [1, {2}, 3])  # a set is not JSON
-    assert isinstance(answers[1], TypeError)
+    answers = _together(server, [1, {2}, 3])
+    alone = Held(_answer_each)
+    alone.first.set()
+    alone.gate.set()
+    with Client("http://orbit.test", transport=httpx.MockTransport(alone), submit_linger=None) as c:
+        try:
+            c.submit("shop", handler="shop.echo", params={2})
+        except Exception as exc:
+            expected = exc
+    assert type(answers[1]) is type(expected) and str(answers[1]) == str(expected)
     assert [a.params for a in (answers[0], answers[2])] == [1, 3]
 
 
