@@ -121,7 +121,11 @@ def base_bodies(b: Namespace) -> dict[str, Any]:
             "safe_to_retry": True,
         },
         "POST /v1/worker-sessions": {"namespace": b.name, "worker_name": "hostile"},
-        "POST /v1/worker-sessions/{session_id}/lease": {"max_tasks": 1, "wait_seconds": 0},
+        "POST /v1/worker-sessions/{session_id}/lease": {
+            "max_tasks": 1,
+            "wait_seconds": 0,
+            "reports": [{"attempt_id": attempt, "token": token, "outcome": "unknown"}],
+        },
         "POST /v1/attempts/{attempt_id}/start": {"token": token},
         "POST /v1/attempts/heartbeat": {"items": [{"attempt_id": attempt, "token": token}]},
         "POST /v1/attempts/{attempt_id}/complete": {"token": token, "outcome": "unknown"},
