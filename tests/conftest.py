@@ -17,16 +17,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
-from stale_databases import drop_stale_databases, new_database_name
+from stale_databases import drop_stale_databases, new_database_name, server_url
 
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
-
-DEFAULT_SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
-
-
-def server_url() -> sa.URL:
-    return make_url(os.environ.get("ORBIT_TEST_DATABASE_URL", DEFAULT_SERVER_URL))
 
 
 def _create_database() -> str:

@@ -7,12 +7,15 @@ time stands for their age, and one without tables is left alone (it cannot be da
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
 
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
+DEFAULT_SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 PREFIX = "orbit_test_"
 #: Older than this, a database is an interrupted run's: no run of the suite (the chaos harness's
 #: long form included) lasts nearly as long.
@@ -20,6 +23,11 @@ STALE_AFTER_SECONDS = 6 * 3600
 
 _TIMED = re.compile(r"^orbit_test_(\d{10})_[0-9a-f]{8}$")
 _UNTIMED = re.compile(r"^orbit_test_[0-9a-f]{12}$")
+
+
+def server_url() -> sa.URL:
+    """The test server (ORBIT_TEST_DATABASE_URL, or MariaDB on loopback), without a database."""
+    return make_url(os.environ.get("ORBIT_TEST_DATABASE_URL", DEFAULT_SERVER_URL))
 
 
 def new_database_name(created: float | None = None) -> str:

@@ -7,12 +7,12 @@ import time
 import uuid
 
 import sqlalchemy as sa
-from conftest import server_url
 from stale_databases import (
     STALE_AFTER_SECONDS,
     drop_stale_databases,
     is_stale,
     new_database_name,
+    server_url,
 )
 
 
