@@ -12,9 +12,8 @@ import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
 from orbit_store.fencing import current_epoch_column
+from orbit_store.pulse.model import AttemptOutcome, AttemptState
 from orbit_store.schema import task_attempts, tasks
-
-from .model import AttemptOutcome, AttemptState
 
 LIVE_ATTEMPT_STATES = (AttemptState.LEASED.value, AttemptState.RUNNING.value)
 

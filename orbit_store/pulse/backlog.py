@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.pulse.model import TaskState
+from orbit_store.pulse.sessions import LIVE as LIVE_SESSION_STATES
 from orbit_store.schema import tasks, worker_sessions
-
-from .model import TaskState
-from .sessions import LIVE as LIVE_SESSION_STATES
 
 LIVE_TASK_STATES = (
     TaskState.WAITING,

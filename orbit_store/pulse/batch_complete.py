@@ -29,11 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from orbit_store.schema import task_attempts
-
-from .attempts import LIVE_ATTEMPT_STATES
-from .batch_moves import Move, grouped_params, grouped_update, move_tasks
-from .batch_read import (
+from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES
+from orbit_store.pulse.batch_moves import Move, grouped_params, grouped_update, move_tasks
+from orbit_store.pulse.batch_read import (
     SetPathMismatch,
     fenced_ids,
     lock_attempts,
@@ -43,8 +41,8 @@ from .batch_read import (
     shared_tasks,
     split_by_token,
 )
-from .complete import decide
-from .model import (
+from orbit_store.pulse.complete import decide
+from orbit_store.pulse.model import (
     AttemptOutcome,
     AttemptState,
     CompletionResult,
@@ -52,10 +50,11 @@ from .model import (
     Outcome,
     TaskState,
 )
-from .paths import reentry_path
+from orbit_store.pulse.paths import reentry_path
+from orbit_store.schema import task_attempts
 
 if TYPE_CHECKING:
-    from .batches import CompletionItem
+    from orbit_store.pulse.batches import CompletionItem
 
 #: The outcomes the set path applies (the others have rules of their own).
 SET_OUTCOMES = {Outcome.SUCCEEDED: AttemptOutcome.SUCCEEDED, Outcome.FAILED: AttemptOutcome.FAILED}

@@ -30,10 +30,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
-from orbit_store.schema import task_attempts
-
-from .batch_moves import Move, move_tasks
-from .batch_read import (
+from orbit_store.pulse.batch_moves import Move, move_tasks
+from orbit_store.pulse.batch_read import (
     SetPathMismatch,
     fenced_ids,
     live_sessions,
@@ -43,11 +41,12 @@ from .batch_read import (
     shared_tasks,
     split_by_token,
 )
-from .model import AttemptState, Safety, StartRefusal, StartResult, TaskState
-from .start import answer_before_start
+from orbit_store.pulse.model import AttemptState, Safety, StartRefusal, StartResult, TaskState
+from orbit_store.pulse.start import answer_before_start
+from orbit_store.schema import task_attempts
 
 if TYPE_CHECKING:
-    from .batches import StartItem
+    from orbit_store.pulse.batches import StartItem
 
 #: An item the set path leaves to the single-item body.
 PER_ITEM = "per_item"

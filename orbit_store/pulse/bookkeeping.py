@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.pulse.model import TaskState, WaitPath
 from orbit_store.schema import (
     concurrency_keys,
     concurrency_permits,
@@ -18,8 +19,6 @@ from orbit_store.schema import (
     quotas,
     tasks,
 )
-
-from .model import TaskState, WaitPath
 
 _LIVE = (TaskState.LEASED, TaskState.RUNNING)
 

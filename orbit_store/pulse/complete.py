@@ -17,17 +17,15 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.errors import InvalidRequest
-from orbit_store.schema import task_attempts
-
-from .attempts import (
+from orbit_store.pulse.attempts import (
     find_attempt,
     finish_attempt,
     granted_before_fence,
     lock_attempt,
     token_matches,
 )
-from .gates import gate_is_open
-from .model import (
+from orbit_store.pulse.gates import gate_is_open
+from orbit_store.pulse.model import (
     AttemptOutcome,
     CompletionResult,
     CompletionStatus,
@@ -35,8 +33,9 @@ from .model import (
     RetryPolicy,
     TaskState,
 )
-from .paths import reentry_path
-from .transitions import hand_back, lock_task_now, transition
+from orbit_store.pulse.paths import reentry_path
+from orbit_store.pulse.transitions import hand_back, lock_task_now, transition
+from orbit_store.schema import task_attempts
 
 _ATTEMPT_OUTCOME = {
     Outcome.SUCCEEDED: AttemptOutcome.SUCCEEDED,

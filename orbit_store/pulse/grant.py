@@ -32,12 +32,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.ids import new_id, new_secret
+from orbit_store.pulse import inserts, quota
+from orbit_store.pulse.attempts import hash_token
+from orbit_store.pulse.batch_moves import grouped_params, grouped_update
+from orbit_store.pulse.model import AttemptState, LeaseGrant, Safety, TaskState
 from orbit_store.schema import tasks
-
-from . import inserts, quota
-from .attempts import hash_token
-from .batch_moves import grouped_params, grouped_update
-from .model import AttemptState, LeaseGrant, Safety, TaskState
 
 
 def starts_at_grant(task: sa.Row[Any], start_handlers: Collection[str]) -> bool:

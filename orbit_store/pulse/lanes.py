@@ -21,9 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.db import force_index
+from orbit_store.pulse.model import WaitPath
 from orbit_store.schema import tasks
-
-from .model import WaitPath
 
 #: What a claim reads of a READY task under its lock: what ``claim`` and ``grant`` decide and
 #: write from, never the results and errors of earlier attempts (37 columns read for 14 cost

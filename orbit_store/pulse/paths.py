@@ -17,9 +17,8 @@ import datetime as dt
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
+from orbit_store.pulse.model import TaskState, WaitPath
 from orbit_store.schema import tasks
-
-from .model import TaskState, WaitPath
 
 
 def holds_permit(state: str, wait_path: str | None, concurrency_key: str | None) -> bool:

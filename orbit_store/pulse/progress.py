@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any
 
-from .model import (
+from orbit_store.pulse.model import (
     PROGRESS_DETAILS_MAX_BYTES,
     PROGRESS_DETAILS_MAX_DEPTH,
     PROGRESS_MESSAGE_MAX,

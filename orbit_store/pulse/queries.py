@@ -12,11 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.ids import id_floor
+from orbit_store.pulse.model import Progress
+from orbit_store.pulse.progress import progress_of
+from orbit_store.pulse.routing import WAITING_REASONS, LiveWorkers, live_workers
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
-
-from .model import Progress
-from .progress import progress_of
-from .routing import WAITING_REASONS, LiveWorkers, live_workers
 
 MAX_PAGE = 500
 #: Tries at reading a task and its history as one committed state (``get_task``).

@@ -12,9 +12,8 @@ import sqlalchemy as sa
 from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.db import insert_or_lock
 from orbit_store.declared import upsert_declared
+from orbit_store.pulse.model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety, TaskState
 from orbit_store.schema import namespaces, queues, tasks
-
-from .model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety, TaskState
 
 
 def _policy_from_row(row: sa.Row[Any]) -> QueuePolicy:

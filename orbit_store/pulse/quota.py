@@ -23,9 +23,8 @@ import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key, force_index
 from orbit_store.errors import QuotaExceeded
+from orbit_store.pulse.model import TaskState
 from orbit_store.schema import quotas
-
-from .model import TaskState
 
 WHOLE_NAMESPACE = "*"
 _LIVE = (TaskState.LEASED, TaskState.RUNNING)

@@ -20,11 +20,10 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.declared import lock_declared, upsert_declared
+from orbit_store.pulse.model import TaskState
+from orbit_store.pulse.queues import ensure_namespace
+from orbit_store.pulse.quota import WHOLE_NAMESPACE
 from orbit_store.schema import namespaces, quotas, tasks
-
-from .model import TaskState
-from .queues import ensure_namespace
-from .quota import WHOLE_NAMESPACE
 
 UNFINISHED = (TaskState.WAITING.value, TaskState.LEASED.value, TaskState.RUNNING.value)
 ADOPT_CHUNK = 1000

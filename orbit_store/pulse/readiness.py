@@ -27,12 +27,11 @@ import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.db import force_index
+from orbit_store.pulse.claim import claimable_queues
+from orbit_store.pulse.lanes import lane_head
+from orbit_store.pulse.model import WaitPath
+from orbit_store.pulse.probe import full_queues
 from orbit_store.schema import tasks
-
-from .claim import claimable_queues
-from .lanes import lane_head
-from .model import WaitPath
-from .probe import full_queues
 
 #: Due SCHEDULED rows looked at per probe. The promoter and the next claim make them READY, so
 #: normally only a handful exist; the bound keeps a probe cheap when nobody serves a queue with a

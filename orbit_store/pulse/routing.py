@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.pulse.model import TaskState, WaitPath
 from orbit_store.schema import tasks, worker_sessions
-
-from .model import TaskState, WaitPath
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,18 @@ import sqlalchemy as sa
 
 from orbit_store.errors import IdempotencyConflict, StoreError
 from orbit_store.ids import new_id
+from orbit_store.pulse import inserts
+from orbit_store.pulse.model import SubmitResult, TaskState
+from orbit_store.pulse.queues import lock_submission_scope
+from orbit_store.pulse.submit import (
+    KEY_RETENTION,
+    SubmitRequest,
+    admit_in,
+    enter,
+    first_path,
+    task_row,
+)
 from orbit_store.schema import submission_keys, tasks
-
-from . import inserts
-from .model import SubmitResult, TaskState
-from .queues import lock_submission_scope
-from .submit import KEY_RETENTION, SubmitRequest, admit_in, enter, first_path, task_row
 
 #: Items per transaction: long enough to share one commit, short enough to hold the shared
 #: queue locks and quota rows for milliseconds.

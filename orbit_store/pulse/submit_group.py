@@ -34,11 +34,10 @@ import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
 from orbit_store.errors import CommitOutcomeUnknown, DataRefused
-
-from . import submit_batch
-from .model import SubmitResult
-from .service import submit
-from .submit import SubmitRequest
+from orbit_store.pulse import submit_batch
+from orbit_store.pulse.model import SubmitResult
+from orbit_store.pulse.service import submit
+from orbit_store.pulse.submit import SubmitRequest
 
 #: Each request's answer: its result, or the error ``submit`` would have raised for it alone.
 Answer = SubmitResult | Exception

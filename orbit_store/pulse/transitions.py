@@ -20,14 +20,19 @@ from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.db import by_primary_key
 from orbit_store.delivery.fanout import fan_out
 from orbit_store.ids import new_id
+from orbit_store.pulse import inserts, quota
+from orbit_store.pulse.attempts import finish_attempt
+from orbit_store.pulse.batch_deferred import count_quota, release_permits
+from orbit_store.pulse.model import (
+    LEGAL_TRANSITIONS,
+    OUTCOME_TASK_STATES,
+    AttemptOutcome,
+    TaskState,
+    WaitPath,
+)
+from orbit_store.pulse.paths import holds_permit, reentry_path
 from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import record_task_outcome
-
-from . import inserts, quota
-from .attempts import finish_attempt
-from .batch_deferred import count_quota, release_permits
-from .model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, AttemptOutcome, TaskState, WaitPath
-from .paths import holds_permit, reentry_path
 
 # Built once: the per-task statements of every transition (values bound per call). Executing a
 # prebuilt statement skips SQLAlchemy's construction and cache-key work, about half of its

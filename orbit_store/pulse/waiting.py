@@ -17,11 +17,10 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.pulse.model import TaskState, WaitPath
+from orbit_store.pulse.quota import WHOLE_NAMESPACE
+from orbit_store.pulse.routing import live_workers
 from orbit_store.schema import concurrency_keys, execution_gates, queues, quotas, tasks
-
-from .model import TaskState, WaitPath
-from .quota import WHOLE_NAMESPACE
-from .routing import live_workers
 
 
 @dataclass(frozen=True)
