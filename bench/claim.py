@@ -36,8 +36,8 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.ids import new_id
 from orbit_store.pulse.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import Outcome, QueuePolicy
-from orbit_store.pulse.queues import put_queue
 from orbit_store.pulse.sessions import register_session
 from orbit_store.pulse.start import start_attempt
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.pulse.limits.queues import ensure_namespace
+
 from .audit import record_audit
 from .clock import db_now
 from .errors import Conflict, InvalidRequest, NotFound
 from .ids import new_id, new_secret
-from .pulse.queues import ensure_namespace
 from .schema import credentials
 
 TOKEN_PREFIX = "orb_"

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from orbit_store.pulse.backlog import LIVE_TASK_STATES
+from orbit_store.pulse.model import AttemptOutcome, TaskState
+
 from .clock import db_now
 from .ids import id_floor
-from .pulse.backlog import LIVE_TASK_STATES
-from .pulse.model import AttemptOutcome, TaskState
 from .schema import event_deliveries, queues, result_events, task_attempts, tasks
 
 #: Outcomes per minute over this many minutes, oldest first (the sparkline).

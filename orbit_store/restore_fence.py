@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from orbit_store.pulse import service
+from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES, cut_leases
+from orbit_store.pulse.model import AttemptOutcome
+from orbit_store.pulse.sessions import LIVE, end_session, lock_session
+
 from .audit import record_audit
 from .clock import db_now
 from .db import run_transaction
 from .fencing import RestoreFence, raise_fence
-from .pulse import service
-from .pulse.attempts import LIVE_ATTEMPT_STATES, cut_leases
-from .pulse.model import AttemptOutcome
-from .pulse.sessions import LIVE, end_session, lock_session
 from .schema import namespaces, task_attempts, tasks, worker_sessions
 
 #: Reaper passes the procedure runs at most to settle the cut leases (each pass: up to 500).

@@ -9,10 +9,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .pulse.bookkeeping import BOOKKEEPING_CHECKS
-from .pulse.bookkeeping import ids as _ids
-from .pulse.bookkeeping import scoped as _scoped
-from .pulse.model import LEGAL_TRANSITIONS, TaskState
+from orbit_store.pulse.bookkeeping import BOOKKEEPING_CHECKS
+from orbit_store.pulse.bookkeeping import ids as _ids
+from orbit_store.pulse.bookkeeping import scoped as _scoped
+from orbit_store.pulse.model import LEGAL_TRANSITIONS, TaskState
+
 from .schema import (
     dispatch_fence,
     schedule_occurrences,

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
-from orbit_store.pulse.queues import undeclared_queues
+from orbit_store.pulse.limits.queues import undeclared_queues
 
 from . import reserved
 from .audited import delete_audited, reconcile_audited

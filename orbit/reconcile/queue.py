@@ -10,8 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit_store.pulse.cancel import cancel_tasks
-from orbit_store.pulse.model import QueuePolicy, RetryPolicy, Safety
-from orbit_store.pulse.queues import (
+from orbit_store.pulse.limits.queues import (
     begin_queue_deletion,
     delete_queue,
     lock_queue,
@@ -19,6 +18,7 @@ from orbit_store.pulse.queues import (
     queue_counts,
     undeclared_queues,
 )
+from orbit_store.pulse.model import QueuePolicy, RetryPolicy, Safety
 from orbit_store.schema import tasks
 
 from .resource import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.quota import WHOLE_NAMESPACE
-from orbit_store.pulse.quota_declarations import QuotaSpec, delete_quota, put_quota
+from orbit_store.pulse.limits.quota import WHOLE_NAMESPACE
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, delete_quota, put_quota
 
 from .queue import require_declared_queues
 from .resource import Deletion, Outcome, Resource

@@ -11,8 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.pulse.limits.queues import queue_counts
 from orbit_store.pulse.pods import pool_live_sessions
-from orbit_store.pulse.queues import queue_counts
 
 from .queue import require_declared_queues
 from .resource import Resource

@@ -42,6 +42,7 @@ from orbit_store.pulse.batch_read import (
     split_by_token,
 )
 from orbit_store.pulse.complete import decide
+from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import (
     AttemptOutcome,
     AttemptState,
@@ -50,7 +51,6 @@ from orbit_store.pulse.model import (
     Outcome,
     TaskState,
 )
-from orbit_store.pulse.paths import reentry_path
 from orbit_store.schema import task_attempts
 
 if TYPE_CHECKING:

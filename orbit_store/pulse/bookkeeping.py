@@ -34,7 +34,7 @@ def ids(conn: sa.Connection, query: sa.Select[Any]) -> list[str]:
 
 
 def _holds_permit() -> sa.ColumnElement[bool]:
-    """A task with a key should hold a permit: READY, LEASED or RUNNING (pulse/paths.py)."""
+    """A task with a key should hold a permit: READY, LEASED or RUNNING (pulse/limits/paths.py)."""
     return sa.and_(
         tasks.c.concurrency_key.is_not(None),
         sa.or_(

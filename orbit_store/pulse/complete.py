@@ -24,7 +24,8 @@ from orbit_store.pulse.attempts import (
     lock_attempt,
     token_matches,
 )
-from orbit_store.pulse.gates import gate_is_open
+from orbit_store.pulse.limits.gates import gate_is_open
+from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import (
     AttemptOutcome,
     CompletionResult,
@@ -33,7 +34,6 @@ from orbit_store.pulse.model import (
     RetryPolicy,
     TaskState,
 )
-from orbit_store.pulse.paths import reentry_path
 from orbit_store.pulse.transitions import hand_back, lock_task_now, transition
 from orbit_store.schema import task_attempts
 

@@ -18,10 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key, force_index
-from orbit_store.pulse import semaphores
-from orbit_store.pulse.gates import gates_open
+from orbit_store.pulse.limits import semaphores
+from orbit_store.pulse.limits.gates import gates_open
+from orbit_store.pulse.limits.placement import place_due
 from orbit_store.pulse.model import WaitPath
-from orbit_store.pulse.placement import place_due
 from orbit_store.schema import concurrency_keys, tasks
 
 PROMOTE_BATCH = 200

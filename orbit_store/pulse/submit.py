@@ -24,9 +24,10 @@ import sqlalchemy as sa
 
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse import inserts, quota, semaphores
+from orbit_store.pulse import inserts
+from orbit_store.pulse.limits import quota, semaphores
+from orbit_store.pulse.limits.queues import SubmissionScope, lock_submission_scope
 from orbit_store.pulse.model import QueuePolicy, Safety, SubmitResult, TaskState, WaitPath
-from orbit_store.pulse.queues import SubmissionScope, lock_submission_scope
 from orbit_store.pulse.transitions import append_event
 from orbit_store.schema import execution_gates, submission_keys, tasks
 

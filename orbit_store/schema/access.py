@@ -124,8 +124,9 @@ execution_gates = sa.Table(
     sa.Column("owner_kind", sa.String(32), nullable=False),
     sa.Column("owner_id", sa.String(64), nullable=False),
     sa.Column("allowed", sa.Boolean(), nullable=False),
-    # Bumped on every allow/pause flip (orbit_store.pulse.gates.set_gate, the one writer); start
-    # and the placement of a task on a wait path read it under a shared lock (inv. 12).
+    # Bumped on every allow/pause flip (orbit_store.pulse.limits.gates.set_gate, the one
+    # writer); start and the placement of a task on a wait path read it under a shared lock
+    # (inv. 12).
     sa.Column("control_version", sa.Integer(), nullable=False),
     created_at_column(),
     updated_at_column(),

@@ -30,7 +30,7 @@ TASK_STATES = (
 )
 #: Which path a WAITING task is on (NULL for every other state): the claim path (READY), due
 #: later (SCHEDULED), behind a closed execution gate (BLOCKED_GATE) or waiting for a concurrency
-#: permit (BLOCKED_KEY). Claims read only READY rows; see orbit_store/pulse/paths.py.
+#: permit (BLOCKED_KEY). Claims read only READY rows; see orbit_store/pulse/limits/paths.py.
 WAIT_PATHS = ("READY", "SCHEDULED", "BLOCKED_GATE", "BLOCKED_KEY")
 ATTEMPT_STATES = ("LEASED", "RUNNING", "FINISHED")
 ATTEMPT_OUTCOMES = ("SUCCEEDED", "FAILED", "UNKNOWN", "LAPSED", "CANCELLED", "RELEASED")

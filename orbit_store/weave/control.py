@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from orbit_store.audit import record_audit
 from orbit_store.errors import Conflict
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from orbit_store.pulse.gates import set_gate
+from orbit_store.pulse.limits.gates import set_gate
 from orbit_store.schema import workflow_continuations
 
 from .advance import advance, close_instance

@@ -27,7 +27,7 @@ from orbit_store.errors import (
 )
 from orbit_store.ids import new_id
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from orbit_store.pulse.gates import create_gate
+from orbit_store.pulse.limits.gates import create_gate
 from orbit_store.schema import (
     workflow_definition_versions,
     workflow_definitions,

@@ -22,8 +22,8 @@ from own_mariadb import free_port
 from orbit_store import migrate
 from orbit_store.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.queues import put_queue
 
 from . import ledger
 from .balancer import Balancer

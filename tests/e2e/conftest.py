@@ -23,8 +23,8 @@ import sqlalchemy as sa
 
 from orbit_store.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.queues import put_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))

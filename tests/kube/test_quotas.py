@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.pulse.quota import WHOLE_NAMESPACE
+from orbit_store.pulse.limits.quota import WHOLE_NAMESPACE
 from orbit_store.schema import quotas
 
 from .conftest import ORBIT, Kube, orbit_resource, wait_for

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from orbit_store.fencing import reopen_dispatch
 from orbit_store.pulse import batches
+from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import (
     CompletionResult,
     LeaseGrant,
@@ -23,7 +24,6 @@ from orbit_store.pulse.model import (
     Safety,
     StartResult,
 )
-from orbit_store.pulse.queues import put_queue
 from orbit_store.restore_fence import restore_fence
 from orbit_store.schema import (
     concurrency_keys,

@@ -21,8 +21,10 @@ from orbit_store.pulse import service
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
-from orbit_store.pulse.gates import GateState, create_gate, set_gate
 from orbit_store.pulse.heartbeat import renew_leases
+from orbit_store.pulse.limits.gates import GateState, create_gate, set_gate
+from orbit_store.pulse.limits.queues import put_queue
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.model import (
     CancelResult,
     CompletionResult,
@@ -35,8 +37,6 @@ from orbit_store.pulse.model import (
     SubmitResult,
     TaskState,
 )
-from orbit_store.pulse.queues import put_queue
-from orbit_store.pulse.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.sessions import (
     WorkerSession,

@@ -1,4 +1,4 @@
-"""Execution gates through their one entry point, ``orbit_store.pulse.gates`` (invariant 12):
+"""Execution gates through their one entry point, ``orbit_store.pulse.limits.gates`` (invariant 12):
 closing a gate takes its WAITING tasks off the claim path and opening it puts them back, in
 the same transaction, at a cost in proportion to that gate's tasks only."""
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict, NotFound, StaleControlVersion
-from orbit_store.pulse.gates import create_gate, set_gate
+from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.model import CompletionStatus, RenewStatus
 
 from .conftest import rows_read

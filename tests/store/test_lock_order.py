@@ -35,10 +35,10 @@ from orbit_store.pulse import batches, service
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
-from orbit_store.pulse.gates import create_gate, set_gate
+from orbit_store.pulse.limits.gates import create_gate, set_gate
+from orbit_store.pulse.limits.queues import put_queue
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, delete_quota, put_quota
 from orbit_store.pulse.model import Outcome, QueuePolicy, RetryPolicy
-from orbit_store.pulse.queues import put_queue
-from orbit_store.pulse.quota_declarations import QuotaSpec, delete_quota, put_quota
 from orbit_store.pulse.review import retry_task
 from orbit_store.pulse.sessions import register_session, revoke_session
 from orbit_store.pulse.start import start_attempt

@@ -94,7 +94,7 @@ def test_max_running_counts_across_queues_in_the_namespace(pulse: PulseDriver) -
 
 
 def test_deleting_the_last_quota_stops_counting_new_tasks(pulse: PulseDriver) -> None:
-    from orbit_store.pulse.quota_declarations import delete_quota
+    from orbit_store.pulse.limits.quota_declarations import delete_quota
 
     pulse.quota("q", max_waiting=1)
     pulse.submit()

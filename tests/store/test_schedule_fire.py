@@ -9,8 +9,8 @@ import functools
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.pulse.queues import delete_queue
-from orbit_store.pulse.quota_declarations import QuotaSpec, put_quota
+from orbit_store.pulse.limits.queues import delete_queue
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.schedules.fire import fire_next, submission_key
 from orbit_store.schedules.model import InvalidSchedule
 from orbit_store.schema import submission_keys

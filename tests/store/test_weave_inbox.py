@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.ids import new_id
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.model import Outcome
-from orbit_store.pulse.quota_declarations import QuotaSpec, put_quota
 from orbit_store.schema import workflow_inbox
 from orbit_store.weave.inbox import consume
 

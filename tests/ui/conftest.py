@@ -29,8 +29,8 @@ __all__ = ["mariadb_engine", "mariadb_url", "server"]  # fixtures, used by name
 
 from orbit_store.credentials import create_token
 from orbit_store.db import run_transaction
+from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.queues import put_queue
 
 DESKTOP = {"width": 1280, "height": 800}
 

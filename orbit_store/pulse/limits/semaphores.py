@@ -26,8 +26,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.db import force_index, insert_or_lock
+from orbit_store.pulse.limits.paths import move_path
 from orbit_store.pulse.model import WaitPath
-from orbit_store.pulse.paths import move_path
 from orbit_store.schema import concurrency_keys, concurrency_permits, tasks
 
 

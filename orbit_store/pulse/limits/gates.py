@@ -28,10 +28,10 @@ from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key, force_index, insert_or_lock
 from orbit_store.errors import NotFound, StaleControlVersion
 from orbit_store.ids import new_id
-from orbit_store.pulse import semaphores
+from orbit_store.pulse.limits import semaphores
+from orbit_store.pulse.limits.paths import move_path
+from orbit_store.pulse.limits.placement import place_due
 from orbit_store.pulse.model import WaitPath
-from orbit_store.pulse.paths import move_path
-from orbit_store.pulse.placement import place_due
 from orbit_store.schema import execution_gates, tasks
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from orbit_store.pulse import quota, semaphores
+from orbit_store.pulse.limits import quota, semaphores
 
 _INFO_KEY = "orbit_batch_deferred"
 

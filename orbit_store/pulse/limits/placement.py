@@ -15,9 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.pulse import semaphores
+from orbit_store.pulse.limits import semaphores
+from orbit_store.pulse.limits.paths import move_path
 from orbit_store.pulse.model import WaitPath
-from orbit_store.pulse.paths import move_path
 
 
 def place_due(
