@@ -5,7 +5,7 @@ Each `orbit server` inserts a row when it begins serving and beats ``last_seen_a
 one replica served; a stretch ends when no replica was seen for ``SILENCE_SECONDS``. The reaper
 asks for the :class:`ServingWindow` — when the current stretch began and when the one before it
 ended — to tell a worker that stopped renewing (its lease lapses) from an outage of every
-replica, which no worker could renew through (``orbit_store.pulse.outages``).
+replica, which no worker could renew through (``orbit_store.pulse.state.outages``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Attempts keep the progress their handler last reported through the heartbeat.
 
 A fraction done, a message, bounded details and when the server heard it (database time);
-orbit_store/pulse/progress.py keeps the bounds.
+orbit_store/pulse/state/progress.py keeps the bounds.
 
 Revision ID: 0011
 Revises: 0010

@@ -29,18 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES
-from orbit_store.pulse.batch_moves import Move, grouped_params, grouped_update, move_tasks
-from orbit_store.pulse.batch_read import (
-    SetPathMismatch,
-    fenced_ids,
-    lock_attempts,
-    lock_tasks_now,
-    open_gates,
-    read_attempts,
-    shared_tasks,
-    split_by_token,
-)
 from orbit_store.pulse.complete import decide
 from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import (
@@ -50,6 +38,18 @@ from orbit_store.pulse.model import (
     CompletionStatus,
     Outcome,
     TaskState,
+)
+from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES
+from orbit_store.pulse.state.batch_moves import Move, grouped_params, grouped_update, move_tasks
+from orbit_store.pulse.state.batch_read import (
+    SetPathMismatch,
+    fenced_ids,
+    lock_attempts,
+    lock_tasks_now,
+    open_gates,
+    read_attempts,
+    shared_tasks,
+    split_by_token,
 )
 from orbit_store.schema import task_attempts
 

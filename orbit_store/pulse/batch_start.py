@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
-from orbit_store.pulse.batch_moves import Move, move_tasks
-from orbit_store.pulse.batch_read import (
+from orbit_store.pulse.model import AttemptState, Safety, StartRefusal, StartResult, TaskState
+from orbit_store.pulse.start import answer_before_start
+from orbit_store.pulse.state.batch_moves import Move, move_tasks
+from orbit_store.pulse.state.batch_read import (
     SetPathMismatch,
     fenced_ids,
     live_sessions,
@@ -41,8 +43,6 @@ from orbit_store.pulse.batch_read import (
     shared_tasks,
     split_by_token,
 )
-from orbit_store.pulse.model import AttemptState, Safety, StartRefusal, StartResult, TaskState
-from orbit_store.pulse.start import answer_before_start
 from orbit_store.schema import task_attempts
 
 if TYPE_CHECKING:

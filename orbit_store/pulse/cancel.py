@@ -14,10 +14,10 @@ from orbit_store.audit import record_audit
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, NotFound
-from orbit_store.pulse.attempts import finish_attempt
 from orbit_store.pulse.limits import quota, semaphores
 from orbit_store.pulse.model import AttemptOutcome, CancelResult, TaskState
-from orbit_store.pulse.transitions import lock_task, transition
+from orbit_store.pulse.state.attempts import finish_attempt
+from orbit_store.pulse.state.transitions import lock_task, transition
 from orbit_store.schema import task_attempts, tasks
 
 

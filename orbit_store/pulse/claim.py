@@ -41,7 +41,7 @@ from orbit_store.pulse.grant import grant_tasks
 from orbit_store.pulse.limits import quota
 from orbit_store.pulse.model import DEFAULT_QUEUE, LeaseGrant, TaskState
 from orbit_store.pulse.promote import promote_due
-from orbit_store.pulse.transitions import transition
+from orbit_store.pulse.state.transitions import transition
 from orbit_store.schema import queues, tasks, worker_sessions
 
 MAX_CLAIM_BATCH = 500

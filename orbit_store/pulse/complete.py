@@ -17,13 +17,6 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.errors import InvalidRequest
-from orbit_store.pulse.attempts import (
-    find_attempt,
-    finish_attempt,
-    granted_before_fence,
-    lock_attempt,
-    token_matches,
-)
 from orbit_store.pulse.limits.gates import gate_is_open
 from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import (
@@ -34,7 +27,14 @@ from orbit_store.pulse.model import (
     RetryPolicy,
     TaskState,
 )
-from orbit_store.pulse.transitions import hand_back, lock_task_now, transition
+from orbit_store.pulse.state.attempts import (
+    find_attempt,
+    finish_attempt,
+    granted_before_fence,
+    lock_attempt,
+    token_matches,
+)
+from orbit_store.pulse.state.transitions import hand_back, lock_task_now, transition
 from orbit_store.schema import task_attempts
 
 _ATTEMPT_OUTCOME = {

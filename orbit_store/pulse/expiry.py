@@ -23,13 +23,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES, finish_attempt
 from orbit_store.pulse.complete import next_retry_at
 from orbit_store.pulse.limits.gates import gate_is_open
 from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import AttemptOutcome, Safety, TaskState
-from orbit_store.pulse.outages import extend_lease_after_outage
-from orbit_store.pulse.transitions import lock_task, lock_task_now, transition
+from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES, finish_attempt
+from orbit_store.pulse.state.outages import extend_lease_after_outage
+from orbit_store.pulse.state.transitions import lock_task, lock_task_now, transition
 from orbit_store.schema import task_attempts, tasks
 
 

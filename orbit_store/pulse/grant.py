@@ -32,11 +32,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.ids import new_id, new_secret
-from orbit_store.pulse import inserts
-from orbit_store.pulse.attempts import hash_token
-from orbit_store.pulse.batch_moves import grouped_params, grouped_update
 from orbit_store.pulse.limits import quota
 from orbit_store.pulse.model import AttemptState, LeaseGrant, Safety, TaskState
+from orbit_store.pulse.state import inserts
+from orbit_store.pulse.state.attempts import hash_token
+from orbit_store.pulse.state.batch_moves import grouped_params, grouped_update
 from orbit_store.schema import tasks
 
 

@@ -21,10 +21,10 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.fencing import current_epoch
-from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES, token_matches
 from orbit_store.pulse.model import RenewRequest, RenewResult, RenewStatus
-from orbit_store.pulse.outages import extend_lease_after_outage
-from orbit_store.pulse.progress import progress_columns, progress_problem
+from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES, token_matches
+from orbit_store.pulse.state.outages import extend_lease_after_outage
+from orbit_store.pulse.state.progress import progress_columns, progress_problem
 from orbit_store.schema import task_attempts, tasks, worker_sessions
 
 LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from orbit_store.ids import id_floor
 from orbit_store.pulse.model import Progress
-from orbit_store.pulse.progress import progress_of
 from orbit_store.pulse.routing import WAITING_REASONS, LiveWorkers, live_workers
+from orbit_store.pulse.state.progress import progress_of
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
 
 MAX_PAGE = 500
@@ -72,7 +72,7 @@ class AttemptView:
     late_result: Any = None  # what the late report said: evidence, never applied
     late_error: Any = None
     epoch: int = 0  # the restore epoch it was granted under (orbit_store/fencing.py)
-    progress: Progress | None = None  # what its handler last reported (pulse/progress.py)
+    progress: Progress | None = None  # what its handler last reported (pulse/state/progress.py)
 
 
 @dataclass(frozen=True)

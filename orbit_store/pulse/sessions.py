@@ -22,9 +22,9 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES, cut_leases
 from orbit_store.pulse.model import LIVE_SESSION_STATES
-from orbit_store.pulse.outages import grace_expiry, serving_window
+from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES, cut_leases
+from orbit_store.pulse.state.outages import grace_expiry, serving_window
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
 LIVE = LIVE_SESSION_STATES

@@ -24,11 +24,11 @@ import sqlalchemy as sa
 
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse import inserts
 from orbit_store.pulse.limits import quota, semaphores
 from orbit_store.pulse.limits.queues import SubmissionScope, lock_submission_scope
 from orbit_store.pulse.model import QueuePolicy, Safety, SubmitResult, TaskState, WaitPath
-from orbit_store.pulse.transitions import append_event
+from orbit_store.pulse.state import inserts
+from orbit_store.pulse.state.transitions import append_event
 from orbit_store.schema import execution_gates, submission_keys, tasks
 
 #: How long an idempotency key is remembered (covers client retries and outbox relays).

@@ -29,9 +29,9 @@ import sqlalchemy as sa
 
 from orbit_store.errors import IdempotencyConflict, StoreError
 from orbit_store.ids import new_id
-from orbit_store.pulse import inserts
 from orbit_store.pulse.limits.queues import lock_submission_scope
 from orbit_store.pulse.model import SubmitResult, TaskState
+from orbit_store.pulse.state import inserts
 from orbit_store.pulse.submit import (
     KEY_RETENTION,
     SubmitRequest,

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.attempts import find_attempt, granted_before_fence, token_matches
 from orbit_store.pulse.limits.gates import gate_is_open
 from orbit_store.pulse.model import TaskState
-from orbit_store.pulse.transitions import cancel_unstarted, hand_back, lock_task_now
+from orbit_store.pulse.state.attempts import find_attempt, granted_before_fence, token_matches
+from orbit_store.pulse.state.transitions import cancel_unstarted, hand_back, lock_task_now
 
 REASON = "handed back: the lease request's client had disconnected"
 

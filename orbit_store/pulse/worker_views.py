@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES
 from orbit_store.pulse.model import LIVE_SESSION_STATES
+from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
 MAX_ENDED = 200

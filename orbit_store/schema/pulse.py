@@ -178,7 +178,8 @@ task_attempts = sa.Table(
     sa.Column("late_result", Json, nullable=True),
     sa.Column("late_error", Json, nullable=True),
     sa.Column("late_reported_at", UtcDateTime, nullable=True),
-    # What the handler last reported through its heartbeat (pulse/progress.py keeps the bounds).
+    # What the handler last reported through its heartbeat (pulse/state/progress.py keeps the
+    # bounds).
     sa.Column("progress_fraction", sa.Float(), nullable=True),
     sa.Column("progress_message", sa.String(500), nullable=True),
     sa.Column("progress_details", Json, nullable=True),

@@ -1,6 +1,6 @@
 """Server replicas' liveness: when each `orbit server` process began serving and when it was
 last seen serving. The reaper reads it to tell a worker that stopped renewing from an outage of
-every replica, which must not be charged to the workers (``orbit_store.pulse.outages``)."""
+every replica, which must not be charged to the workers (``orbit_store.pulse.state.outages``)."""
 
 from __future__ import annotations
 

@@ -49,9 +49,9 @@ def _lease_third(lease: Lease) -> float:
 
 def _report_backoff(lease: Lease) -> Backoff:
     """Retries of a report come at least every third of the lease. After a server outage a
-    lease gets only its own length of grace once service resumes (``orbit_store.pulse.outages``):
-    a report still waiting out a longer backoff then arrives after the lease lapsed, and a task
-    that finished runs again."""
+    lease gets only its own length of grace once service resumes
+    (``orbit_store.pulse.state.outages``): a report still waiting out a longer backoff then
+    arrives after the lease lapsed, and a task that finished runs again."""
     return Backoff(maximum=min(15.0, max(0.5, _lease_third(lease))))
 
 

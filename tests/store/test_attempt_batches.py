@@ -18,7 +18,7 @@ from orbit_store.pulse.model import (
     StartRefusal,
     StartResult,
 )
-from orbit_store.pulse.transitions import LostRace
+from orbit_store.pulse.state.transitions import LostRace
 
 from .pulse_driver import PulseDriver
 from .sent_statements import sent_statements

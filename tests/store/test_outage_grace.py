@@ -18,7 +18,7 @@ from orbit_store import replicas
 from orbit_store.clock import db_now
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.model import Safety
-from orbit_store.pulse.outages import grace_expiry
+from orbit_store.pulse.state.outages import grace_expiry
 from orbit_store.replicas import ServingWindow
 from orbit_store.schema import server_replicas, task_attempts
 

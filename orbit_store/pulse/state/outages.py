@@ -24,8 +24,8 @@ from orbit_store.fencing import is_fenced
 from orbit_store.replicas import ServingWindow, serving_window
 
 __all__ = ["extend_lease_after_outage", "grace_expiry", "serving_window"]
-from orbit_store.pulse.attempts import LIVE_ATTEMPT_STATES
 from orbit_store.pulse.model import LIVE_SESSION_STATES
+from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES
 from orbit_store.schema import task_attempts, worker_sessions
 
 log = logging.getLogger(__name__)

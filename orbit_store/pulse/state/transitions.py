@@ -20,8 +20,6 @@ from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.db import by_primary_key
 from orbit_store.delivery.fanout import fan_out
 from orbit_store.ids import new_id
-from orbit_store.pulse import inserts
-from orbit_store.pulse.attempts import finish_attempt
 from orbit_store.pulse.limits import quota
 from orbit_store.pulse.limits.batch_deferred import count_quota, release_permits
 from orbit_store.pulse.limits.paths import holds_permit, reentry_path
@@ -32,6 +30,8 @@ from orbit_store.pulse.model import (
     TaskState,
     WaitPath,
 )
+from orbit_store.pulse.state import inserts
+from orbit_store.pulse.state.attempts import finish_attempt
 from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import record_task_outcome
 

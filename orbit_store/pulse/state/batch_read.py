@@ -31,9 +31,9 @@ import sqlalchemy as sa
 from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.db import by_primary_key
 from orbit_store.fencing import current_epoch_column
-from orbit_store.pulse.attempts import token_matches
 from orbit_store.pulse.limits.gates import gates_open
 from orbit_store.pulse.model import LIVE_SESSION_STATES
+from orbit_store.pulse.state.attempts import token_matches
 from orbit_store.schema import task_attempts, tasks, worker_sessions
 
 

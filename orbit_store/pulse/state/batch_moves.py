@@ -28,12 +28,12 @@ import sqlalchemy as sa
 from orbit_store.db import by_primary_key
 from orbit_store.delivery.fanout import fan_out_many
 from orbit_store.ids import new_id
-from orbit_store.pulse import inserts
-from orbit_store.pulse.batch_read import SetPathMismatch
 from orbit_store.pulse.limits import quota
 from orbit_store.pulse.limits.batch_deferred import count_quota, release_permits
 from orbit_store.pulse.limits.paths import holds_permit
 from orbit_store.pulse.model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState, WaitPath
+from orbit_store.pulse.state import inserts
+from orbit_store.pulse.state.batch_read import SetPathMismatch
 from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
