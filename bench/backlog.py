@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from orbit_store import migrate
 from orbit_store.clock import db_now
 from orbit_store.db import create_store_engine, run_transaction
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.sessions import register_session
 from orbit_store.pulse.submit import SubmitRequest, submit_task

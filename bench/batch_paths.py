@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse import batches, service
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import LeaseGrant, Outcome
 from orbit_store.pulse.sessions import register_session
 from orbit_store.pulse.submit import SubmitRequest

@@ -34,7 +34,7 @@ from sqlalchemy.engine import make_url
 from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.ids import new_id
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import Outcome, QueuePolicy
@@ -100,7 +100,8 @@ def load_waiting(conn: Any, namespace: str, count: int) -> float:
 
 
 def explain_claim(engine: sa.Engine, namespace: str) -> None:
-    """Capture the SQL claim.py really sends (engine event) and EXPLAIN it on the backlog."""
+    """Capture the SQL pulse/claim/claim.py really sends (engine event) and EXPLAIN it on the
+    backlog."""
     captured: list[tuple[str, Any]] = []
 
     def capture(_conn: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:

@@ -5,7 +5,7 @@ fixed when the session registers, so each process reads them once per session in
 per lease request (a read and a thread hand-off each: ~4% of the server's CPU in a drain with
 two slots per worker). Whether the session may still lease is not remembered: every claim
 transaction reads the session under a shared lock and refuses an ended one
-(``orbit_store.pulse.claim.require_active_session``), so a session closed or revoked after it
+(``orbit_store.pulse.claim.claim.require_active_session``), so a session closed or revoked after it
 was remembered is refused exactly as before, by its first claim.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from orbit_store.pulse.claim import Claimant
+from orbit_store.pulse.claim.claim import Claimant
 
 #: Sessions remembered per process (least recently used forgotten first).
 CAPACITY = 10_000

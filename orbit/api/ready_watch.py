@@ -5,11 +5,11 @@ also becomes ready elsewhere: a submission to another server process or replica,
 firing, Weave making a step's task READY, a retry's backoff or a delay ending, a permit or gate
 released. While lease requests wait here, this watch asks the database every ``interval``
 (~75 ms) — once per namespace with waiters, whatever their number — which of the waiters' wants
-((queue, handler) pairs they can run) a claim could serve now (``orbit_store.pulse.readiness``:
-one index read per want, so the cost does not grow with the backlog). When a want becomes
-served that was not at the previous probe, or its head — the task a claim would take first —
-is another than at the previous probe, every waiter with that want is woken and claims (SKIP
-LOCKED: one gets each task, the others find nothing and wait again).
+((queue, handler) pairs they can run) a claim could serve now
+(``orbit_store.pulse.claim.readiness``: one index read per want, so the cost does not grow with the
+backlog). When a want becomes served that was not at the previous probe, or its head — the task a
+claim would take first — is another than at the previous probe, every waiter with that want is woken
+and claims (SKIP LOCKED: one gets each task, the others find nothing and wait again).
 
 Edge-triggered on purpose: a want that stays served by the same head (its task is READY but a
 claim still cannot take it, e.g. a placement rule no waiting worker meets) wakes nobody again,
@@ -30,7 +30,7 @@ from collections.abc import Callable
 import anyio
 import sqlalchemy as sa
 
-from orbit_store.pulse.readiness import Want, readiness
+from orbit_store.pulse.claim.readiness import Want, readiness
 
 from .wakeups import Wakeups
 

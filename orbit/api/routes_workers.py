@@ -19,7 +19,8 @@ from fastapi import APIRouter, Path, Request, Response
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service, sessions
-from orbit_store.pulse.claim import Claimant, claim_tasks, require_active_session
+from orbit_store.pulse.claim.claim import Claimant, claim_tasks, require_active_session
+from orbit_store.pulse.claim.probe import Outlook, outlook
 from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.heartbeat import renew_leases
 from orbit_store.pulse.model import (
@@ -33,7 +34,6 @@ from orbit_store.pulse.model import (
     Safety,
     StartRefusal,
 )
-from orbit_store.pulse.probe import Outlook, outlook
 from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.unreceived import hand_back_unreceived
 

@@ -5,7 +5,8 @@ submission of a READY task wakes as many matching waiters as tasks it made READY
 that have waited longest — not every waiter of the namespace. Work made ready anywhere else
 (another server process or replica, the scheduler, Weave, a retry falling due, a permit or gate
 released) is found by the process's shared probe (ready_watch.py), which wakes waiters through
-:meth:`Wakeups.wake_wants`; each waiter's own poll (``orbit_store.pulse.probe``) is the fallback.
+:meth:`Wakeups.wake_wants`; each waiter's own poll (``orbit_store.pulse.claim.probe``) is the
+fallback.
 
 A process about to stop answers its waiting requests at once (:meth:`Wakeups.release`): a
 long poll would otherwise hold the shutdown for its whole wait.

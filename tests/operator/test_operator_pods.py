@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from conftest import Kube, wait_for
 
 from orbit_store.db import run_transaction
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import Safety, TaskState
 from orbit_store.pulse.service import reap, submit
 from orbit_store.pulse.sessions import register_session

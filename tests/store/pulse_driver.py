@@ -19,7 +19,7 @@ from orbit_store.clock import CLOCK_SKEW_OPTION, db_now
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.cancel import cancel_task
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.heartbeat import renew_leases
 from orbit_store.pulse.limits.gates import GateState, create_gate, set_gate

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse import service
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import (

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from orbit_store.db import create_store_engine, run_transaction, with_driver
 from orbit_store.pulse import batches, service
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import Outcome, TaskState
 from orbit_store.pulse.sessions import register_session
 from orbit_store.pulse.submit import SubmitRequest

@@ -33,7 +33,7 @@ from orbit_store.db import TRANSACTION_RETRIES, create_store_engine, run_transac
 from orbit_store.errors import Conflict, InvalidRequest, QuotaExceeded
 from orbit_store.pulse import batches, service
 from orbit_store.pulse.cancel import cancel_task
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.complete import complete_attempt
 from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.limits.queues import put_queue

@@ -12,7 +12,7 @@ import functools
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 
 from .conftest import rows_read
 from .pulse_driver import PulseDriver

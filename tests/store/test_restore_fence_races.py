@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.db import create_store_engine, run_transaction
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import CompletionStatus, StartRefusal
 from orbit_store.pulse.start import start_attempt
 from orbit_store.restore_fence import restore_fence

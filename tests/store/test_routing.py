@@ -9,7 +9,7 @@ import functools
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.pulse.claim import claim_tasks
+from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.queries import get_task, get_task_view, list_tasks
 from orbit_store.pulse.routing import unrunnable_counts
 

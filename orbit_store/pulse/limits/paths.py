@@ -1,7 +1,8 @@
 """Wait paths: every WAITING task is on exactly one (``tasks.wait_path``; users see WAITING).
 
 - READY: due, its gate open, holding a permit when it has a concurrency key — the claim path;
-- SCHEDULED: due later; promoted when it falls due (``promote.py``, also at the start of claims);
+- SCHEDULED: due later; promoted when it falls due (``claim/promote.py``, also at the start of
+  claims);
 - BLOCKED_GATE: its execution gate is closed; ``gates.set_gate`` moves it back when it opens;
 - BLOCKED_KEY: its concurrency key has no free permit; a release hands it one (``semaphores``).
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.db import force_index
-from orbit_store.pulse.claim import Claimant, claimable_queues
+from orbit_store.pulse.claim.claim import Claimant, claimable_queues
 from orbit_store.pulse.limits.quota import WHOLE_NAMESPACE
 from orbit_store.pulse.model import WaitPath
 from orbit_store.schema import quotas, tasks

@@ -36,11 +36,11 @@ from orbit_store.clock import as_db_time, utc_now
 from orbit_store.db import by_primary_key
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.fencing import dispatch_columns, open_epoch
-from orbit_store.pulse import lanes
-from orbit_store.pulse.grant import grant_tasks
+from orbit_store.pulse.claim import lanes
+from orbit_store.pulse.claim.grant import grant_tasks
+from orbit_store.pulse.claim.promote import promote_due
 from orbit_store.pulse.limits import quota
 from orbit_store.pulse.model import DEFAULT_QUEUE, LeaseGrant, TaskState
-from orbit_store.pulse.promote import promote_due
 from orbit_store.pulse.state.transitions import transition
 from orbit_store.schema import queues, tasks, worker_sessions
 

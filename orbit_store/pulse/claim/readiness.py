@@ -27,10 +27,10 @@ import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.db import force_index
-from orbit_store.pulse.claim import claimable_queues
-from orbit_store.pulse.lanes import lane_head
+from orbit_store.pulse.claim.claim import claimable_queues
+from orbit_store.pulse.claim.lanes import lane_head
+from orbit_store.pulse.claim.probe import full_queues
 from orbit_store.pulse.model import WaitPath
-from orbit_store.pulse.probe import full_queues
 from orbit_store.schema import tasks
 
 #: Due SCHEDULED rows looked at per probe. The promoter and the next claim make them READY, so
