@@ -96,8 +96,12 @@ _METRICS = "a gauge over every namespace (Prometheus metrics), read by the gauge
 #: Store functions (``module:qualified name``) that may read namespaced tables without a
 #: namespace value. Each runs outside any writing transaction and takes no locks.
 CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
-    "orbit_store.pulse.expiry:find_lapsed_attempts": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
-    "orbit_store.pulse.expiry:find_overdue_waiting": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
+    "orbit_store.pulse.leases.expiry:find_lapsed_attempts": CrossNamespaceRead(
+        ReadKind.SCATTER, _FINDER
+    ),
+    "orbit_store.pulse.leases.expiry:find_overdue_waiting": CrossNamespaceRead(
+        ReadKind.SCATTER, _FINDER
+    ),
     "orbit_store.pulse.sessions:find_expired_sessions": CrossNamespaceRead(
         ReadKind.SCATTER, _FINDER
     ),

@@ -21,8 +21,10 @@ from orbit_store.db import run_transaction
 from orbit_store.pulse import service, sessions
 from orbit_store.pulse.claim.claim import Claimant, claim_tasks, require_active_session
 from orbit_store.pulse.claim.probe import Outlook, outlook
-from orbit_store.pulse.complete import complete_attempt
-from orbit_store.pulse.heartbeat import renew_leases
+from orbit_store.pulse.leases.complete import complete_attempt
+from orbit_store.pulse.leases.heartbeat import renew_leases
+from orbit_store.pulse.leases.start import start_attempt
+from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.model import (
     OUTCOME_TASK_STATES,
     CompletionStatus,
@@ -34,8 +36,6 @@ from orbit_store.pulse.model import (
     Safety,
     StartRefusal,
 )
-from orbit_store.pulse.start import start_attempt
-from orbit_store.pulse.unreceived import hand_back_unreceived
 
 from . import limits, schemas
 from .auth import CurrentCredential, authorize

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.complete import decide
+from orbit_store.pulse.leases.complete import decide
 from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import (
     AttemptOutcome,

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
+from orbit_store.pulse.leases.start import answer_before_start
 from orbit_store.pulse.model import AttemptState, Safety, StartRefusal, StartResult, TaskState
-from orbit_store.pulse.start import answer_before_start
 from orbit_store.pulse.state.batch_moves import Move, move_tasks
 from orbit_store.pulse.state.batch_read import (
     SetPathMismatch,

@@ -47,10 +47,10 @@ from orbit_store.db import RetryCounter, run_transaction
 from orbit_store.errors import DataRefused, InvalidRequest
 from orbit_store.pulse.batch_complete import complete_set
 from orbit_store.pulse.batch_start import start_set
-from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.leases.complete import complete_attempt
+from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.batch_deferred import Deferred, deferred
 from orbit_store.pulse.model import CompletionResult, Outcome, Safety, StartResult
-from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.state.batch_read import SetPathMismatch
 from orbit_store.pulse.state.transitions import LostRace
 

@@ -20,8 +20,9 @@ from orbit_store.db import run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim.claim import claim_tasks
-from orbit_store.pulse.complete import complete_attempt
-from orbit_store.pulse.heartbeat import renew_leases
+from orbit_store.pulse.leases.complete import complete_attempt
+from orbit_store.pulse.leases.heartbeat import renew_leases
+from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.gates import GateState, create_gate, set_gate
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
@@ -44,7 +45,6 @@ from orbit_store.pulse.sessions import (
     register_session,
     revoke_session,
 )
-from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import audit_log, result_events, task_attempts, task_events, tasks
 

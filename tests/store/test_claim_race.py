@@ -33,7 +33,8 @@ import sqlalchemy as sa
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.claim.claim import claim_tasks
-from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.leases.complete import complete_attempt
+from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import (
     CompletionStatus,
@@ -44,7 +45,6 @@ from orbit_store.pulse.model import (
     StartRefusal,
 )
 from orbit_store.pulse.sessions import register_session
-from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
 from orbit_store.verify import verify

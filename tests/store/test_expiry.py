@@ -65,7 +65,7 @@ def test_the_reaper_never_lapses_a_freshly_renewed_lease_inv3(pulse: PulseDriver
 def test_a_lapse_decision_rechecks_the_lease_a_renewal_moved_after_the_scan_inv3(
     pulse: PulseDriver,
 ) -> None:
-    from orbit_store.pulse.expiry import LapsedAttempt, lapse_attempt
+    from orbit_store.pulse.leases.expiry import LapsedAttempt, lapse_attempt
 
     renewed, idle = pulse.submit(), pulse.submit()
     grants = {g.task_id: g for g in pulse.claim(limit=2)}

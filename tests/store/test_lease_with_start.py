@@ -14,8 +14,8 @@ import datetime as dt
 import pytest
 
 from orbit_store.errors import Conflict, DispatchClosed
+from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.model import Safety
-from orbit_store.pulse.unreceived import hand_back_unreceived
 from orbit_store.restore_fence import restore_fence
 
 from .pulse_driver import PulseDriver

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from locality.watch import LocalityWatch
 
-from orbit_store.pulse.expiry import find_lapsed_attempts
+from orbit_store.pulse.leases.expiry import find_lapsed_attempts
 
 from .pulse_driver import PulseDriver
 
@@ -113,7 +113,7 @@ def test_a_listed_cross_namespace_read_inside_a_write_fails_the_check(
         _queue_row(conn, first.namespace)
         find_lapsed_attempts(conn)
     assert [v.what for v in watch.violations] == [
-        "the cross-namespace read orbit_store.pulse.expiry:find_lapsed_attempts ran in a"
+        "the cross-namespace read orbit_store.pulse.leases.expiry:find_lapsed_attempts ran in a"
         " writing transaction"
     ]
 

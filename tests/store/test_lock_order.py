@@ -34,16 +34,16 @@ from orbit_store.errors import Conflict, InvalidRequest, QuotaExceeded
 from orbit_store.pulse import batches, service
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim.claim import claim_tasks
-from orbit_store.pulse.complete import complete_attempt
+from orbit_store.pulse.leases.complete import complete_attempt
+from orbit_store.pulse.leases.start import start_attempt
+from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, delete_quota, put_quota
 from orbit_store.pulse.model import Outcome, QueuePolicy, RetryPolicy
 from orbit_store.pulse.review import retry_task
 from orbit_store.pulse.sessions import register_session, revoke_session
-from orbit_store.pulse.start import start_attempt
 from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.pulse.unreceived import hand_back_unreceived
 from orbit_store.schema import task_attempts, tasks
 from orbit_store.verify import verify
 

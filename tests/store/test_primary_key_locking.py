@@ -20,8 +20,8 @@ import re
 import pytest
 
 from orbit_store.pulse import batches
+from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.model import Outcome, Safety
-from orbit_store.pulse.unreceived import hand_back_unreceived
 
 from .pulse_driver import PulseDriver
 from .sent_statements import sent_statements

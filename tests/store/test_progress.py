@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from orbit_store.pulse.heartbeat import renew_leases
+from orbit_store.pulse.leases.heartbeat import renew_leases
 from orbit_store.pulse.model import (
     PROGRESS_DETAILS_MAX_BYTES,
     PROGRESS_MESSAGE_MAX,

@@ -9,7 +9,7 @@ import logging
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.pulse import expiry
+from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.model import LeaseGrant, RetryPolicy, Safety
 from orbit_store.schema import tasks
 

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.pulse.complete import next_retry_at
+from orbit_store.pulse.leases.complete import next_retry_at
 from orbit_store.pulse.limits.gates import gate_is_open
 from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import AttemptOutcome, Safety, TaskState
