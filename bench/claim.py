@@ -39,7 +39,7 @@ from orbit_store.pulse.leases.complete import complete_attempt
 from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import Outcome, QueuePolicy
-from orbit_store.pulse.sessions import register_session
+from orbit_store.pulse.workers.sessions import register_session
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench"
 QUEUE = "bench"

@@ -24,8 +24,8 @@ import sqlalchemy as sa
 
 from orbit_store.pulse import service
 from orbit_store.pulse.model import AttemptOutcome
-from orbit_store.pulse.sessions import LIVE, end_session, lock_session
 from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES, cut_leases
+from orbit_store.pulse.workers.sessions import LIVE, end_session, lock_session
 
 from .audit import record_audit
 from .clock import db_now

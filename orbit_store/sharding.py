@@ -102,7 +102,7 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
     "orbit_store.pulse.leases.expiry:find_overdue_waiting": CrossNamespaceRead(
         ReadKind.SCATTER, _FINDER
     ),
-    "orbit_store.pulse.sessions:find_expired_sessions": CrossNamespaceRead(
+    "orbit_store.pulse.workers.sessions:find_expired_sessions": CrossNamespaceRead(
         ReadKind.SCATTER, _FINDER
     ),
     "orbit_store.delivery.push:push_subscriptions": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),

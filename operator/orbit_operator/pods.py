@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from orbit.reconcile.workerpool import POOL_LABEL
-from orbit_store.pulse.pods import PodInfo, forget_pod, pool_pods, register_pod
+from orbit_store.pulse.workers.pods import PodInfo, forget_pod, pool_pods, register_pod
 
 from . import database
 from .context import Context, context_of

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from orbit_store.overview import namespace_overview
-from orbit_store.pulse.worker_views import MAX_ENDED, list_sessions
+from orbit_store.pulse.workers.worker_views import MAX_ENDED, list_sessions
 
 from . import schemas_views as wire
 from .auth import READ_ROLES, CurrentCredential, authorize

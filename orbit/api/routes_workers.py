@@ -18,7 +18,7 @@ from fastapi import APIRouter, Path, Request, Response
 
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
-from orbit_store.pulse import service, sessions
+from orbit_store.pulse import service
 from orbit_store.pulse.claim.claim import Claimant, claim_tasks, require_active_session
 from orbit_store.pulse.claim.probe import Outlook, outlook
 from orbit_store.pulse.leases.complete import complete_attempt
@@ -36,6 +36,7 @@ from orbit_store.pulse.model import (
     Safety,
     StartRefusal,
 )
+from orbit_store.pulse.workers import sessions
 
 from . import limits, schemas
 from .auth import CurrentCredential, authorize

@@ -1,6 +1,6 @@
 """WorkerPool: the Deployment of worker pods a pool owns (a pure builder), how many replicas
 the MySQL backlog asks for, and the pool's status. The operator applies the Deployment; pods
-are registered and revoked through ``orbit_store.pulse.pods``."""
+are registered and revoked through ``orbit_store.pulse.workers.pods``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.pulse.limits.queues import queue_counts
-from orbit_store.pulse.pods import pool_live_sessions
+from orbit_store.pulse.workers.pods import pool_live_sessions
 
 from .queue import require_declared_queues
 from .resource import Resource

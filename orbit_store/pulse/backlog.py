@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.pulse.model import TaskState
-from orbit_store.pulse.sessions import LIVE as LIVE_SESSION_STATES
+from orbit_store.pulse.workers.sessions import LIVE as LIVE_SESSION_STATES
 from orbit_store.schema import tasks, worker_sessions
 
 LIVE_TASK_STATES = (

@@ -22,11 +22,12 @@ from orbit_store.clock import db_now
 from orbit_store.db import retry_sleep, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown, Conflict, DataRefused, StoreError
 from orbit_store.passes import ItemPass
-from orbit_store.pulse import sessions, submit_batch
+from orbit_store.pulse import submit_batch
 from orbit_store.pulse.claim import promote as promotion
 from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.model import SubmitResult
 from orbit_store.pulse.submit import SubmitRequest, find_submission, submit_task
+from orbit_store.pulse.workers import sessions
 from orbit_store.schema import namespaces
 
 log = logging.getLogger(__name__)

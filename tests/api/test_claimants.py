@@ -11,7 +11,7 @@ from typing import Any
 from orbit.api.claimants import Claimants
 from orbit_store.db import run_transaction
 from orbit_store.pulse.claim.claim import Claimant
-from orbit_store.pulse.sessions import close_session
+from orbit_store.pulse.workers.sessions import close_session
 
 from .conftest import Api
 

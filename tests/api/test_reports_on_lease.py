@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from orbit.api.schemas_batches import WORKER_PROTOCOL
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
-from orbit_store.pulse.sessions import revoke_session
+from orbit_store.pulse.workers.sessions import revoke_session
 from orbit_store.schema import task_events, tasks
 
 from .conftest import Api

@@ -39,13 +39,13 @@ from orbit_store.pulse.model import (
     TaskState,
 )
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
-from orbit_store.pulse.sessions import (
+from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.workers.sessions import (
     WorkerSession,
     drain_session,
     register_session,
     revoke_session,
 )
-from orbit_store.pulse.submit import SubmitRequest, submit_task
 from orbit_store.schema import audit_log, result_events, task_attempts, task_events, tasks
 
 T = TypeVar("T")

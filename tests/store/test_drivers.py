@@ -18,8 +18,8 @@ from orbit_store.db import create_store_engine, run_transaction, with_driver
 from orbit_store.pulse import batches, service
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import Outcome, TaskState
-from orbit_store.pulse.sessions import register_session
 from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.workers.sessions import register_session
 
 
 def test_a_url_that_names_no_driver_gets_the_c_driver_when_it_is_installed() -> None:

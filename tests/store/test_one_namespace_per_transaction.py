@@ -105,8 +105,8 @@ def test_a_session_naming_another_namespaces_pod_reads_only_its_own_namespace(
     """Cluster mode: a worker of ``pulse``'s namespace names a pod registered in another
     namespace. It is refused exactly like an unknown pod, and the lookup itself is confined to
     the session's namespace (it never locks the other namespace's row)."""
-    from orbit_store.pulse.pods import PodInfo, register_pod
-    from orbit_store.pulse.sessions import register_session
+    from orbit_store.pulse.workers.pods import PodInfo, register_pod
+    from orbit_store.pulse.workers.sessions import register_session
 
     other = PulseDriver(pulse.base_engine)
     pod = PodInfo("uid-" + other.namespace, other.namespace, "w-0", "pool", None, "Running")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orbit_store.overview import THROUGHPUT_MINUTES, namespace_overview
 from orbit_store.pulse.model import Outcome, Safety
-from orbit_store.pulse.worker_views import list_sessions
+from orbit_store.pulse.workers.worker_views import list_sessions
 
 from .pulse_driver import PulseDriver
 

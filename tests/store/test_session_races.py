@@ -28,8 +28,8 @@ from orbit_store.pulse import service
 from orbit_store.pulse.leases.heartbeat import renew_leases
 from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.model import RenewRequest
-from orbit_store.pulse.pods import PodInfo, forget_pod, register_pod
-from orbit_store.pulse.sessions import register_session, revoke_session
+from orbit_store.pulse.workers.pods import PodInfo, forget_pod, register_pod
+from orbit_store.pulse.workers.sessions import register_session, revoke_session
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
 from .pulse_driver import PulseDriver

@@ -8,7 +8,7 @@ import pytest
 
 from orbit_store.errors import Conflict
 from orbit_store.pulse.model import LeaseGrant, RenewStatus, Safety
-from orbit_store.pulse.sessions import close_session, drain_session, renew_session
+from orbit_store.pulse.workers.sessions import close_session, drain_session, renew_session
 
 from .pulse_driver import PulseDriver
 
@@ -36,8 +36,8 @@ def test_cluster_mode_accepts_sessions_only_from_registered_live_pods(pulse: Pul
     import pytest
 
     from orbit_store.errors import Conflict
-    from orbit_store.pulse.pods import PodInfo, forget_pod, register_pod
-    from orbit_store.pulse.sessions import register_session
+    from orbit_store.pulse.workers.pods import PodInfo, forget_pod, register_pod
+    from orbit_store.pulse.workers.sessions import register_session
 
     def open_session(pod_uid: str | None) -> object:
         return pulse.tx(

@@ -18,10 +18,10 @@ from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.pulse.limits.gates import gate_is_open
 from orbit_store.pulse.model import AttemptState, Safety, StartRefusal, StartResult, TaskState
-from orbit_store.pulse.sessions import session_is_live
 from orbit_store.pulse.state.attempts import find_attempt, granted_before_fence, token_matches
 from orbit_store.pulse.state.outages import extend_lease_after_outage
 from orbit_store.pulse.state.transitions import cancel_unstarted, hand_back, lock_task, transition
+from orbit_store.pulse.workers.sessions import session_is_live
 from orbit_store.schema import task_attempts
 
 

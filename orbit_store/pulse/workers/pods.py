@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
-from orbit_store.pulse.sessions import LIVE, end_session, lock_session
+from orbit_store.pulse.workers.sessions import LIVE, end_session, lock_session
 from orbit_store.schema import worker_pods, worker_sessions
 
 
