@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.backlog import LIVE_TASK_STATES
 from orbit_store.pulse.model import AttemptOutcome, TaskState
+from orbit_store.pulse.views.backlog import LIVE_TASK_STATES
 
 from .clock import db_now
 from .ids import id_floor

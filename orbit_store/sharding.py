@@ -120,8 +120,10 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
         ReadKind.SCATTER, "the restore fence's report: what became of every attempt it cut"
     ),
     "orbit_store.verify:verify": CrossNamespaceRead(ReadKind.SCATTER, _ADMIN),
-    "orbit_store.pulse.backlog:read_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
-    "orbit_store.pulse.routing:unrunnable_counts": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
+    "orbit_store.pulse.views.backlog:read_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
+    "orbit_store.pulse.views.routing:unrunnable_counts": CrossNamespaceRead(
+        ReadKind.SCATTER, _METRICS
+    ),
     "orbit_store.weave.queries:live_counts": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
     "orbit_store.weave.inbox:backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
     "orbit_store.delivery.backlog:delivery_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),

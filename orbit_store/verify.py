@@ -9,10 +9,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.bookkeeping import BOOKKEEPING_CHECKS
-from orbit_store.pulse.bookkeeping import ids as _ids
-from orbit_store.pulse.bookkeeping import scoped as _scoped
 from orbit_store.pulse.model import LEGAL_TRANSITIONS, TaskState
+from orbit_store.pulse.views.bookkeeping import BOOKKEEPING_CHECKS
+from orbit_store.pulse.views.bookkeeping import ids as _ids
+from orbit_store.pulse.views.bookkeeping import scoped as _scoped
 
 from .schema import (
     dispatch_fence,
@@ -290,7 +290,8 @@ CHECKS: dict[str, tuple[str, str, Callable[[sa.Connection, str | None], list[str
 }
 
 
-CHECKS.update(BOOKKEEPING_CHECKS)  # wait paths, semaphores, quota counters (pulse/bookkeeping.py)
+# wait paths, semaphores, quota counters (pulse/views/bookkeeping.py)
+CHECKS.update(BOOKKEEPING_CHECKS)
 
 
 def verify(conn: sa.Connection, namespace: str | None = None) -> VerifyReport:

@@ -13,10 +13,11 @@ import anyio
 from fastapi import APIRouter
 
 from orbit_store.credentials import Role
-from orbit_store.pulse import queries, service
+from orbit_store.pulse import service
 from orbit_store.pulse.model import WaitPath
 from orbit_store.pulse.submit import SubmitRequest
 from orbit_store.pulse.submit_batch import BatchItemResult
+from orbit_store.pulse.views import queries
 
 from . import limits, schemas_batches
 from .auth import CurrentCredential, authorize

@@ -14,12 +14,12 @@ from fastapi import APIRouter, Path, Query, Response
 
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
-from orbit_store.pulse import queries
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.pulse.waiting import waiting_causes
+from orbit_store.pulse.views import queries
+from orbit_store.pulse.views.waiting import waiting_causes
 
 from . import limits, schemas
 from .auth import READ_ROLES, CurrentCredential, authorize

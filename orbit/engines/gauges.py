@@ -28,8 +28,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from orbit_store.passes import ItemPass
-from orbit_store.pulse.backlog import read_backlog
-from orbit_store.pulse.routing import unrunnable_counts
+from orbit_store.pulse.views.backlog import read_backlog
+from orbit_store.pulse.views.routing import unrunnable_counts
 
 log = logging.getLogger("orbit.engines.gauges")
 

@@ -17,7 +17,7 @@ from orbit_store.pulse.model import (
     RenewRequest,
     RenewStatus,
 )
-from orbit_store.pulse.queries import get_task
+from orbit_store.pulse.views.queries import get_task
 
 from .pulse_driver import PulseDriver
 

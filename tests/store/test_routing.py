@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.pulse.claim.claim import claim_tasks
-from orbit_store.pulse.queries import get_task, get_task_view, list_tasks
-from orbit_store.pulse.routing import unrunnable_counts
+from orbit_store.pulse.views.queries import get_task, get_task_view, list_tasks
+from orbit_store.pulse.views.routing import unrunnable_counts
 
 from .conftest import rows_read
 from .pulse_driver import PulseDriver

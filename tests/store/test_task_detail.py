@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.pulse import queries
+from orbit_store.pulse.views import queries
 
 from .pulse_driver import PulseDriver
 

@@ -4,7 +4,7 @@ claim makes (queue paused, max-running quota full, a live worker for its queue a
 
 from __future__ import annotations
 
-from orbit_store.pulse.waiting import waiting_causes
+from orbit_store.pulse.views.waiting import waiting_causes
 
 from .pulse_driver import PulseDriver
 

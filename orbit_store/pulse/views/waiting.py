@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.pulse.limits.quota import WHOLE_NAMESPACE
 from orbit_store.pulse.model import TaskState, WaitPath
-from orbit_store.pulse.routing import live_workers
+from orbit_store.pulse.views.routing import live_workers
 from orbit_store.schema import concurrency_keys, execution_gates, queues, quotas, tasks
 
 

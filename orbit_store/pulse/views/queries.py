@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from orbit_store.ids import id_floor
 from orbit_store.pulse.model import Progress
-from orbit_store.pulse.routing import WAITING_REASONS, LiveWorkers, live_workers
 from orbit_store.pulse.state.progress import progress_of
+from orbit_store.pulse.views.routing import WAITING_REASONS, LiveWorkers, live_workers
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
 
 MAX_PAGE = 500
