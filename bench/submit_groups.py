@@ -31,7 +31,7 @@ from bench.batch_paths import (  # the repository root, added above (run as a sc
 )
 from orbit_store.db import run_transaction
 from orbit_store.pulse.limits.queues import ensure_namespace
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit_group import submit_group
 
 DEFAULT_URL = "mysql+mysqldb://root@127.0.0.1:3306/orbit_bench_submit_groups"

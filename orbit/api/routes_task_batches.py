@@ -4,7 +4,7 @@ Each item is answered on its own, in request order: ``created``, ``replayed`` (i
 identical earlier request — or an earlier item of the same batch), ``conflict`` (its key names a
 different request) or ``refused`` (a quota, an undeclared queue, an invalid item, params over the
 size limit or that the database cannot store) with the problem the single submission would have
-answered. The store accepts the items in transactions of 100 (``orbit_store.pulse.submit_batch``);
+answered. The store accepts the items in transactions of 100 (``orbit_store.pulse.submit.bulk``);
 an item answered created or replayed is durable when the response is sent (invariants 1, 6)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from fastapi import APIRouter
 from orbit_store.credentials import Role
 from orbit_store.pulse import service
 from orbit_store.pulse.model import WaitPath
-from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.pulse.submit_batch import BatchItemResult
+from orbit_store.pulse.submit.accept import SubmitRequest
+from orbit_store.pulse.submit.bulk import BatchItemResult
 from orbit_store.pulse.views import queries
 
 from . import limits, schemas_batches

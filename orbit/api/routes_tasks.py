@@ -17,7 +17,7 @@ from orbit_store.db import run_transaction
 from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.views import queries
 from orbit_store.pulse.views.waiting import waiting_causes
 

@@ -3,7 +3,7 @@
 Each ``POST /v1/namespaces/{ns}/tasks`` hands its request to :class:`SubmitGroups` and waits for
 its own answer. At most ``in_flight`` groups (``ServerSettings.submit_transactions``) run at
 once, each one transaction in a thread; requests that arrive while they run wait and go
-together in the next group of their namespace, up to ``submit_batch.SUB_BATCH`` requests. An
+together in the next group of their namespace, up to ``bulk.SUB_BATCH`` requests. An
 idle server therefore submits each request alone at once (nothing added to its latency), and
 under concurrent submitters the requests that queue behind a running transaction share the next
 one: one commit, one key lookup and multi-row INSERTs instead of a transaction each — as a
@@ -33,8 +33,8 @@ import sqlalchemy as sa
 
 from orbit_store.pulse import service
 from orbit_store.pulse.model import SubmitResult
-from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.pulse.submit_batch import SUB_BATCH
+from orbit_store.pulse.submit.accept import SubmitRequest
+from orbit_store.pulse.submit.bulk import SUB_BATCH
 from orbit_store.pulse.submit_group import Answer, groupable, submit_group
 
 Waiting = tuple[SubmitRequest, "asyncio.Future[SubmitResult]"]

@@ -19,7 +19,7 @@ from orbit_store.clock import db_now
 from orbit_store.errors import AlreadyRetried, Conflict, InvalidRequest, NotFound
 from orbit_store.pulse.model import Safety, SubmitResult, TaskState
 from orbit_store.pulse.state.transitions import lock_task, transition
-from orbit_store.pulse.submit import SubmitRequest, admit, enter
+from orbit_store.pulse.submit.accept import SubmitRequest, admit, enter
 from orbit_store.schema import tasks
 
 

@@ -22,11 +22,11 @@ from orbit_store.clock import db_now
 from orbit_store.db import retry_sleep, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown, Conflict, DataRefused, StoreError
 from orbit_store.passes import ItemPass
-from orbit_store.pulse import submit_batch
 from orbit_store.pulse.claim import promote as promotion
 from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.model import SubmitResult
-from orbit_store.pulse.submit import SubmitRequest, find_submission, submit_task
+from orbit_store.pulse.submit import bulk
+from orbit_store.pulse.submit.accept import SubmitRequest, find_submission, submit_task
 from orbit_store.pulse.workers import sessions
 from orbit_store.schema import namespaces
 
@@ -64,8 +64,8 @@ def submit(engine: sa.Engine, request: SubmitRequest) -> SubmitResult:
 
 def submit_many(
     engine: sa.Engine, namespace: str, requests: Sequence[SubmitRequest]
-) -> list[submit_batch.BatchItemResult]:
-    """Submit ``requests`` in transactions of ``submit_batch.SUB_BATCH``; one result each.
+) -> list[bulk.BatchItemResult]:
+    """Submit ``requests`` in transactions of ``bulk.SUB_BATCH``; one result each.
 
     A sub-batch that lost a race on a key to a concurrent submission (IntegrityError), or whose
     commit outcome is unknown, runs again: its keys are then found and answered as replays, never
@@ -73,14 +73,14 @@ def submit_many(
     sub-batch with a value the database refuses (``DataRefused``: nothing committed) runs again
     item by item, in order, so that item is answered with the refusal and the others commit.
     """
-    results: list[submit_batch.BatchItemResult] = []
-    for start in range(0, len(requests), submit_batch.SUB_BATCH):
-        chunk = requests[start : start + submit_batch.SUB_BATCH]
+    results: list[bulk.BatchItemResult] = []
+    for start in range(0, len(requests), bulk.SUB_BATCH):
+        chunk = requests[start : start + bulk.SUB_BATCH]
         try:
             results += _submit_chunk(engine, namespace, chunk)
         except DataRefused as refused:
             if len(chunk) == 1:
-                results.append(submit_batch.BatchItemResult(error=refused))
+                results.append(bulk.BatchItemResult(error=refused))
                 continue
             for request in chunk:  # one transaction each: a later duplicate key still replays
                 results += submit_many(engine, namespace, [request])
@@ -89,9 +89,9 @@ def submit_many(
 
 def _submit_chunk(
     engine: sa.Engine, namespace: str, chunk: Sequence[SubmitRequest]
-) -> list[submit_batch.BatchItemResult]:
+) -> list[bulk.BatchItemResult]:
     """One sub-batch in one transaction, run again after a lost key race or unknown commit."""
-    work = functools.partial(submit_batch.submit_tasks, namespace=namespace, requests=chunk)
+    work = functools.partial(bulk.submit_tasks, namespace=namespace, requests=chunk)
     for attempt in range(1, SUBMIT_BATCH_RUNS + 1):
         try:
             return run_transaction(engine, work)

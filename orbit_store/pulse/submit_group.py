@@ -8,7 +8,7 @@ typed conflict; a refused request (quota, undeclared queue, invalid) writes noth
 neighbours are accepted. Two requests of one group under the same key are answered as two
 concurrent submissions are: one creates the task, the other replays it (or conflicts).
 
-The group goes through ``submit_batch.submit_tasks`` (the queue scope read once, multi-row
+The group goes through ``bulk.submit_tasks`` (the queue scope read once, multi-row
 INSERTs), optimistically: its keys are not looked up first — most requests are new — so a used
 key fails the group's key INSERT and every request is then submitted alone (below). Its
 requests are taken in queue order, so the quota rows of a group are locked queue by queue, as
@@ -34,10 +34,10 @@ import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
 from orbit_store.errors import CommitOutcomeUnknown, DataRefused
-from orbit_store.pulse import submit_batch
 from orbit_store.pulse.model import SubmitResult
 from orbit_store.pulse.service import submit
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit import bulk
+from orbit_store.pulse.submit.accept import SubmitRequest
 
 #: Each request's answer: its result, or the error ``submit`` would have raised for it alone.
 Answer = SubmitResult | Exception
@@ -52,7 +52,7 @@ def groupable(request: SubmitRequest) -> bool:
 def submit_group(
     engine: sa.Engine, namespace: str, requests: Sequence[SubmitRequest]
 ) -> list[Answer]:
-    """Accept ``requests`` (one namespace, groupable, at most ``submit_batch.SUB_BATCH``) in one
+    """Accept ``requests`` (one namespace, groupable, at most ``bulk.SUB_BATCH``) in one
     transaction; one answer per request, in order. A group of one is a plain ``submit``."""
     if len(requests) == 1:
         return [_alone(engine, requests[0])]
@@ -60,7 +60,7 @@ def submit_group(
         raise ValueError("a group holds groupable requests of one namespace")
     order = sorted(range(len(requests)), key=lambda i: requests[i].queue)  # stable: arrival
     work = functools.partial(
-        submit_batch.submit_tasks,
+        bulk.submit_tasks,
         namespace=namespace,
         requests=[requests[i] for i in order],
         look_up_keys=False,
@@ -75,7 +75,7 @@ def submit_group(
     return [_answer(by_position[position]) for position in range(len(requests))]
 
 
-def _answer(item: submit_batch.BatchItemResult) -> Answer:
+def _answer(item: bulk.BatchItemResult) -> Answer:
     if item.result is not None:
         return item.result
     assert item.error is not None  # a batch item has one or the other

@@ -19,7 +19,7 @@ from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
 from orbit_store.payload import oversize
 from orbit_store.pulse.model import Safety, WaitPath
-from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
 from . import cel, waits

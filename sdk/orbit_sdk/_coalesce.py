@@ -38,7 +38,7 @@ from .models import Problem, Task
 
 #: Seconds a sender waits for company once requests carry several (bench/submit_linger.py).
 DEFAULT_SUBMIT_LINGER = 0.001
-#: Submissions per request: a request is one server transaction (``submit_batch.SUB_BATCH``).
+#: Submissions per request: a request is one server transaction (``bulk.SUB_BATCH``).
 MAX_COALESCED = 100
 WITH_TASKS = "with_tasks"
 

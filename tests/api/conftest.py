@@ -20,7 +20,7 @@ from orbit.api.context import ServerSettings
 from orbit_store.credentials import create_token
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 
 
 def http_scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:

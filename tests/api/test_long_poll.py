@@ -13,7 +13,7 @@ from sqlalchemy import event
 
 from orbit.api.wakeups import Wakeups
 from orbit_store.pulse import service
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import task_attempts, tasks
 
 from .conftest import Api

@@ -27,7 +27,7 @@ from orbit_store.pulse.claim.readiness import readiness
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.model import QueuePolicy
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import tasks
 
 T = TypeVar("T")

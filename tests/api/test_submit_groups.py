@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.pulse.model import SubmitResult
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import namespaces, task_events, tasks
 
 from .conftest import Api

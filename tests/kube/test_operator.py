@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.pulse.service import submit
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import namespaces, queues, quotas, schedules
 
 from .conftest import ORBIT, Cluster, Kube, apply, orbit_resource, wait_for

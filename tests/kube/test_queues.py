@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from orbit_store.pulse.model import TaskState
 from orbit_store.pulse.service import submit
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import queues, tasks
 
 from .conftest import ORBIT, Kube, orbit_resource, wait_for

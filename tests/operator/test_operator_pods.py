@@ -15,7 +15,7 @@ from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.model import Safety, TaskState
 from orbit_store.pulse.service import reap, submit
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.workers.sessions import register_session
 from orbit_store.schema import tasks, worker_pods, worker_sessions
 

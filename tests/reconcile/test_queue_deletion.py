@@ -17,7 +17,7 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.pulse import service
 from orbit_store.pulse.limits.queues import queue_counts
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import queues, tasks
 
 

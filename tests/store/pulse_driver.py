@@ -39,7 +39,7 @@ from orbit_store.pulse.model import (
     TaskState,
 )
 from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
-from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.workers.sessions import (
     WorkerSession,
     drain_session,

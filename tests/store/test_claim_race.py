@@ -44,7 +44,7 @@ from orbit_store.pulse.model import (
     Safety,
     StartRefusal,
 )
-from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.workers.sessions import register_session
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
 from orbit_store.verify import verify

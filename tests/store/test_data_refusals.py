@@ -22,7 +22,7 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import DataRefused, InvalidRequest
 from orbit_store.pulse import batches, service
 from orbit_store.pulse.model import Outcome, TaskState
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit_group import submit_group
 from orbit_store.schema import tasks
 

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse import service
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import tasks
 
 pytestmark = pytest.mark.mariadb_only

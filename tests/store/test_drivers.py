@@ -18,7 +18,7 @@ from orbit_store.db import create_store_engine, run_transaction, with_driver
 from orbit_store.pulse import batches, service
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import Outcome, TaskState
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.workers.sessions import register_session
 
 

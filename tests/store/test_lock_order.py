@@ -42,7 +42,7 @@ from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, delete_quota, put_quota
 from orbit_store.pulse.model import Outcome, QueuePolicy, RetryPolicy
 from orbit_store.pulse.review import retry_task
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.workers.sessions import register_session, revoke_session
 from orbit_store.schema import task_attempts, tasks
 from orbit_store.verify import verify

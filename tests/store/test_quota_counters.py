@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from orbit_store.errors import QuotaExceeded
 from orbit_store.pulse.model import Outcome
-from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import quotas
 
 from .conftest import rows_read

@@ -1,6 +1,6 @@
 """The set-based paths a drain and a bulk submission go through cost a constant number of
 statements per batch, not per item: measured for batches of 1, 8 and 64 of a bulk submission
-(``submit_batch.submit_tasks``), a lease with start (``claim_tasks``) and a batch of reports
+(``bulk.submit_tasks``), a lease with start (``claim_tasks``) and a batch of reports
 (``batches.complete_attempts``). Each item is still judged on its own (invariants 1, 3, 4, 6:
 the other tests of these paths); these tests hold the cost. The figures are the ones
 docs/performance.md quotes; a change that adds a statement per item fails here."""
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from orbit_store.db import run_transaction
 from orbit_store.pulse import batches
 from orbit_store.pulse.model import CompletionStatus, LeaseGrant, Outcome
-from orbit_store.pulse.submit import SubmitRequest
-from orbit_store.pulse.submit_batch import submit_tasks
+from orbit_store.pulse.submit.accept import SubmitRequest
+from orbit_store.pulse.submit.bulk import submit_tasks
 
 from .pulse_driver import PulseDriver
 from .sent_statements import sent_statements

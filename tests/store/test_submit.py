@@ -11,7 +11,7 @@ from sqlalchemy import event
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
 from orbit_store.pulse import service
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import submission_keys, task_events, tasks
 
 from .pulse_driver import PulseDriver

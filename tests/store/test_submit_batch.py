@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from orbit_store.errors import IdempotencyConflict, NotFound, QuotaExceeded
 from orbit_store.pulse import service
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import submission_keys, tasks
 
 from .pulse_driver import PulseDriver

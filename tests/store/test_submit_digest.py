@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 from orbit_store.pulse.model import Safety
-from orbit_store.pulse.submit import SubmitRequest
+from orbit_store.pulse.submit.accept import SubmitRequest
 
 
 def test_a_plain_request_s_digest_never_changes() -> None:

@@ -21,7 +21,7 @@ from orbit_store.errors import (
 )
 from orbit_store.pulse import service
 from orbit_store.pulse.model import SubmitResult
-from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.submit_group import groupable, submit_group
 from orbit_store.schema import namespaces, submission_keys, tasks
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit_store.pulse.model import Outcome
-from orbit_store.pulse.submit import SubmitRequest, submit_task
+from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import execution_gates, workflow_inbox, workflow_instances, workflow_steps
 from orbit_store.verify import verify
 

@@ -32,7 +32,7 @@ from orbit_store.ids import new_id
 from orbit_store.pulse.limits.queues import lock_submission_scope
 from orbit_store.pulse.model import SubmitResult, TaskState
 from orbit_store.pulse.state import inserts
-from orbit_store.pulse.submit import (
+from orbit_store.pulse.submit.accept import (
     KEY_RETENTION,
     SubmitRequest,
     admit_in,
