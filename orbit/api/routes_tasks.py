@@ -14,9 +14,9 @@ from fastapi import APIRouter, Path, Query, Response
 
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
-from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.manual.cancel import cancel_task
+from orbit_store.pulse.manual.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
-from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.views import queries
 from orbit_store.pulse.views.waiting import waiting_causes

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.cancel import cancel_tasks
 from orbit_store.pulse.limits.queues import (
     begin_queue_deletion,
     delete_queue,
@@ -18,6 +17,7 @@ from orbit_store.pulse.limits.queues import (
     queue_counts,
     undeclared_queues,
 )
+from orbit_store.pulse.manual.cancel import cancel_tasks
 from orbit_store.pulse.model import QueuePolicy, RetryPolicy, Safety
 from orbit_store.schema import tasks
 

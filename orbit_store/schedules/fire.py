@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
-from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.pulse.model import TaskState
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import schedules, tasks

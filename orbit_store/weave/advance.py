@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.errors import Conflict
-from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
 from . import cel, firing, waits

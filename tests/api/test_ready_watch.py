@@ -21,11 +21,11 @@ from orbit.api.ready_watch import ReadyWatch
 from orbit.api.wakeups import Wakeups
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
-from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.claim.readiness import readiness
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
+from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.pulse.model import QueuePolicy
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import tasks

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from conftest import ORBIT, SERVER_URL, Kube, orbit_resource, wait_for
 
 from orbit_store.db import run_transaction
-from orbit_store.pulse.cancel import cancel_task
+from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.pulse.service import submit
 from orbit_store.pulse.submit.accept import SubmitRequest
 

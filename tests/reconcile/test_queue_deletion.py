@@ -69,7 +69,7 @@ def test_drain_refuses_new_submissions_and_finishes_when_the_backlog_is_gone(
         raise AssertionError("a draining queue must refuse submissions")
     except Conflict as exc:
         assert "being deleted" in str(exc)
-    from orbit_store.pulse.cancel import cancel_task
+    from orbit_store.pulse.manual.cancel import cancel_task
 
     run_transaction(
         store, functools.partial(cancel_task, namespace="ops", task_id=task_id, actor="t")

@@ -18,7 +18,6 @@ import sqlalchemy as sa
 from orbit_store.clock import CLOCK_SKEW_OPTION, db_now
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
-from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.leases.complete import complete_attempt
 from orbit_store.pulse.leases.heartbeat import renew_leases
@@ -26,6 +25,8 @@ from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.gates import GateState, create_gate, set_gate
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
+from orbit_store.pulse.manual.cancel import cancel_task
+from orbit_store.pulse.manual.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.model import (
     CancelResult,
     CompletionResult,
@@ -38,7 +39,6 @@ from orbit_store.pulse.model import (
     SubmitResult,
     TaskState,
 )
-from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.workers.sessions import (
     WorkerSession,

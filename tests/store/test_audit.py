@@ -24,8 +24,8 @@ from orbit_store.delivery.subscriptions import (
     put_subscription,
 )
 from orbit_store.errors import InvalidRequest, NotFound
-from orbit_store.pulse.cancel import cancel_task
-from orbit_store.pulse.review import ReviewDecision, retry_task, review_task
+from orbit_store.pulse.manual.cancel import cancel_task
+from orbit_store.pulse.manual.review import ReviewDecision, retry_task, review_task
 from orbit_store.schema import audit_log
 
 from .delivery_driver import DeliveryDriver

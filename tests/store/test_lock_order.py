@@ -32,7 +32,6 @@ from orbit_store.clock import db_now
 from orbit_store.db import TRANSACTION_RETRIES, create_store_engine, run_transaction
 from orbit_store.errors import Conflict, InvalidRequest, QuotaExceeded
 from orbit_store.pulse import batches, service
-from orbit_store.pulse.cancel import cancel_task
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.leases.complete import complete_attempt
 from orbit_store.pulse.leases.start import start_attempt
@@ -40,8 +39,9 @@ from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, delete_quota, put_quota
+from orbit_store.pulse.manual.cancel import cancel_task
+from orbit_store.pulse.manual.review import retry_task
 from orbit_store.pulse.model import Outcome, QueuePolicy, RetryPolicy
-from orbit_store.pulse.review import retry_task
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.workers.sessions import register_session, revoke_session
 from orbit_store.schema import task_attempts, tasks
