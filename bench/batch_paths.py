@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse import batches, service
+from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import LeaseGrant, Outcome
 from orbit_store.pulse.submit.accept import SubmitRequest
@@ -79,9 +80,10 @@ def _measure(
 
 def _cell(engine: sa.Engine, ns: str, session: str, size: int, set_based: bool, sent: list[int]):
     grants = _grants(engine, ns, session, size)
-    starts = [batches.StartItem(g.attempt_id, g.token) for g in grants]
+    starts = [batch_items.StartItem(g.attempt_id, g.token) for g in grants]
     reports = [
-        batches.CompletionItem(g.attempt_id, g.token, Outcome.SUCCEEDED, {"ok": 1}) for g in grants
+        batch_items.CompletionItem(g.attempt_id, g.token, Outcome.SUCCEEDED, {"ok": 1})
+        for g in grants
     ]
     start = functools.partial(
         batches.start_attempts, namespace=ns, items=starts, set_based=set_based

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orbit_store.pulse import batches
+from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, CompletionResult, CompletionStatus, Outcome
 
 from . import limits
@@ -70,7 +71,7 @@ def apply_reports(
             refused[item.attempt_id] = problem_body(413, "payload-too-large", exc.detail, instance)
             continue
         accepted.append(
-            batches.CompletionItem(
+            batch_items.CompletionItem(
                 item.attempt_id,
                 item.token,
                 Outcome(report.outcome),

@@ -17,6 +17,7 @@ import anyio.to_thread
 from fastapi import APIRouter
 
 from orbit_store.pulse import batches
+from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.model import Safety, StartResult
 
 from . import schemas_batches
@@ -46,7 +47,7 @@ async def start_many(
     namespace = worker_namespace(credential)
     ctx.metrics.batch_items.labels("start").observe(len(body.items))
     items = [
-        batches.StartItem(i.attempt_id, i.token, Safety(i.safety) if i.safety else None)
+        batch_items.StartItem(i.attempt_id, i.token, Safety(i.safety) if i.safety else None)
         for i in body.items
     ]
     results = await _run_batch(ctx, batches.start_attempts, namespace, items)

@@ -1,9 +1,9 @@
 """Many attempts started or completed in one transaction (the batched worker protocol).
 
 One commit (one log flush) for a whole batch instead of one per attempt, with nothing of the
-per-item rules given up. First the set path (``batch_start``, ``batch_complete``): the common
-items — a start of a leased attempt, a success or failure of a running one — are judged item by
-item from reads made once per batch and applied with grouped conditional UPDATEs and multi-row
+per-item rules given up. First the set path (``batch.start_set``, ``batch.complete_set``): the
+common items — a start of a leased attempt, a success or failure of a running one — are judged item
+by item from reads made once per batch and applied with grouped conditional UPDATEs and multi-row
 INSERTs, a few statements per batch whatever its size, first in its transaction. If one of its
 affected-row counts does not match (something moved between its reads and its writes), it
 raises :class:`SetPathMismatch` (counted in :data:`SET_PATH_FALLBACKS`), which rolls the whole
@@ -45,12 +45,13 @@ import sqlalchemy as sa
 
 from orbit_store.db import RetryCounter, run_transaction
 from orbit_store.errors import DataRefused, InvalidRequest
-from orbit_store.pulse.batch_complete import complete_set
-from orbit_store.pulse.batch_start import start_set
+from orbit_store.pulse.batch.complete_set import complete_set
+from orbit_store.pulse.batch.items import CompletionItem, StartItem
+from orbit_store.pulse.batch.start_set import start_set
 from orbit_store.pulse.leases.complete import complete_attempt
 from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.batch_deferred import Deferred, deferred
-from orbit_store.pulse.model import CompletionResult, Outcome, Safety, StartResult
+from orbit_store.pulse.model import CompletionResult, StartResult
 from orbit_store.pulse.state.batch_read import SetPathMismatch
 from orbit_store.pulse.state.transitions import LostRace
 
@@ -68,24 +69,7 @@ SET_PATH_FALLBACKS = RetryCounter()
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-Item = TypeVar("Item", "StartItem", "CompletionItem")
-
-
-@dataclass(frozen=True)
-class StartItem:
-    attempt_id: str
-    token: str
-    handler_safety: Safety | None = None
-
-
-@dataclass(frozen=True)
-class CompletionItem:
-    attempt_id: str
-    token: str
-    outcome: Outcome
-    result: Any = None
-    error: Any = None
-    retryable: bool = False
+Item = TypeVar("Item", StartItem, CompletionItem)
 
 
 @dataclass(frozen=True)

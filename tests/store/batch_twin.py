@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from orbit_store.fencing import reopen_dispatch
 from orbit_store.pulse import batches
+from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import (
     CompletionResult,
@@ -213,9 +214,9 @@ class Twin:
 
     def _start_items(
         self, side: Side, picks: list[tuple[str, Any, int]]
-    ) -> list[batches.StartItem]:
+    ) -> list[batch_items.StartItem]:
         return [
-            batches.StartItem(*self._ident(side, pick), handler_safety=Safety.SAFE)
+            batch_items.StartItem(*self._ident(side, pick), handler_safety=Safety.SAFE)
             for pick in picks
         ]
 
@@ -224,7 +225,7 @@ class Twin:
         outcomes: dict[tuple[str, Any, int], tuple[Outcome, bool, int]],
         side: Side,
         picks: list[tuple[str, Any, int]],
-    ) -> list[batches.CompletionItem]:
+    ) -> list[batch_items.CompletionItem]:
         items = []
         for n, pick in enumerate(picks):
             outcome, retryable, _ = outcomes[pick]
@@ -232,7 +233,7 @@ class Twin:
             error = {"e": n} if outcome is Outcome.FAILED and n % 2 else None
             attempt_id, token = self._ident(side, pick)
             items.append(
-                batches.CompletionItem(attempt_id, token, outcome, result, error, retryable)
+                batch_items.CompletionItem(attempt_id, token, outcome, result, error, retryable)
             )
         return items
 

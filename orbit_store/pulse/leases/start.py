@@ -106,7 +106,7 @@ def answer_before_start(
     now: dt.datetime,
 ) -> StartResult | None:
     """The answers a start gets without writing anything, in ``start_attempt``'s order (the
-    set path, ``batch_start``, judges each item by the same function): superseded, already
+    set path, ``batch.start_set``, judges each item by the same function): superseded, already
     started, or its session ended. ``task`` is locked; None: go on with the start."""
     if task.current_attempt_id != attempt_id:
         return StartResult(False, StartRefusal.STALE_ATTEMPT)

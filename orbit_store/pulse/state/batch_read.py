@@ -1,4 +1,5 @@
-"""What a set-based batch reads and locks before it writes (``batch_start``, ``batch_complete``).
+"""What a set-based batch reads and locks before it writes (``batch.start_set``,
+``batch.complete_set``).
 
 The same checks as the single-item bodies (``start_attempt``, ``complete_attempt``), made once
 per batch instead of once per item — invariant 3 is judged per item from these reads:
@@ -162,7 +163,7 @@ def lock_tasks_now(
 
 
 # The columns a start or a completion on the set path decides from and writes events with
-# (``batch_start._judge``, ``complete.decide``, ``batch_moves``, ``delivery.fanout``) — not the
+# (``start_set._judge``, ``complete.decide``, ``batch_moves``, ``delivery.fanout``) — not the
 # JSON payloads nor the timestamps nothing here reads: read under the lock for every item of
 # every batch, each value is parsed in Python for nothing. An item that needs more goes item by
 # item (``start_attempt``, ``complete_attempt`` read their own rows).

@@ -25,10 +25,11 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
+from orbit_store.pulse.batch.items import CompletionItem
 from orbit_store.pulse.leases.complete import decide
 from orbit_store.pulse.limits.paths import reentry_path
 from orbit_store.pulse.model import (
@@ -52,9 +53,6 @@ from orbit_store.pulse.state.batch_read import (
     split_by_token,
 )
 from orbit_store.schema import task_attempts
-
-if TYPE_CHECKING:
-    from orbit_store.pulse.batches import CompletionItem
 
 #: The outcomes the set path applies (the others have rules of their own).
 SET_OUTCOMES = {Outcome.SUCCEEDED: AttemptOutcome.SUCCEEDED, Outcome.FAILED: AttemptOutcome.FAILED}

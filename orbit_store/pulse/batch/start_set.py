@@ -25,11 +25,12 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from orbit_store.db import by_primary_key
+from orbit_store.pulse.batch.items import StartItem
 from orbit_store.pulse.leases.start import answer_before_start
 from orbit_store.pulse.model import AttemptState, Safety, StartRefusal, StartResult, TaskState
 from orbit_store.pulse.state.batch_moves import Move, move_tasks
@@ -44,9 +45,6 @@ from orbit_store.pulse.state.batch_read import (
     split_by_token,
 )
 from orbit_store.schema import task_attempts
-
-if TYPE_CHECKING:
-    from orbit_store.pulse.batches import StartItem
 
 #: An item the set path leaves to the single-item body.
 PER_ITEM = "per_item"
