@@ -1,8 +1,21 @@
 """Pulse: the task engine's transactions (seed §2, §3, §5).
 
-One module per transaction family; each public function is one short transaction over a
+One sub-package per transaction family; each public function is one short transaction over a
 connection the caller opened (``orbit_store.db.run_transaction`` adds deadlock retries) and
-returns a typed result. Every transaction touches one namespace.
+returns a typed result. Every transaction touches one namespace. From the top down (each layer
+imports only those below it; ``pyproject.toml``'s import-linter contract keeps it so):
+
+    submit_group, service, batches   entry points: open transactions, retry, resolve ambiguity
+    batch/      the set path of an attempt batch (grouped starts and completions)
+    manual/     cancel, review, manual retry (audited; invariant 8)
+    claim/      READY rows to grants: promotion, lanes, grants, the long-poll's probes
+    leases/     start, heartbeat, complete, expiry, hand-back of unreceived grants
+    submit/     accepting one task (accept) or many (bulk)
+    views/      read-only: task detail, waiting causes, routing, backlog, bookkeeping checks
+    workers/    worker sessions and registered pods
+    state/      the one guarded transition, attempt rows, their set forms, outage grace
+    limits/     wait paths, execution gates, concurrency keys, quotas, queue policies
+    model       states, policies and typed results
 
 The lock order, kept by every transaction so two of them never wait on each other in a cycle
 (``tests/store/test_lock_order.py`` runs them all at once and counts deadlocks: zero):
