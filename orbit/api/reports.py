@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from orbit_store.pulse import batches
@@ -52,14 +53,34 @@ def completion_refusal(attempt_id: str, result: CompletionResult) -> tuple[int, 
 #: ``orbit_batch_items{call}`` of reports sent by their own call, and riding a lease request.
 BY_CALL, ON_LEASE = "complete", "lease_reports"
 
+Results = dict[str, CompletionResult | batches.ItemRefused]
+
+
+@dataclass
+class Checked:
+    """Reports checked before the store: those it is to apply, and those refused here."""
+
+    accepted: list[batch_items.CompletionItem] = field(default_factory=list)
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)
+
 
 def apply_reports(
     ctx: AppContext, namespace: str, items: Sequence[CompletionItem], call: str = BY_CALL
 ) -> list[CompletionItemResult]:
     """In a thread: the reports applied in one transaction; one answer per item, in order."""
+    checked = check_reports(ctx, items, call)
+    results: Results = {}
+    if checked.accepted:
+        apply = functools.partial(batches.run_batch, namespace=namespace, items=checked.accepted)
+        results = apply(ctx.engine, batches.complete_attempts)
+    return answer_reports(ctx, namespace, items, checked, results)
+
+
+def check_reports(ctx: AppContext, items: Sequence[CompletionItem], call: str) -> Checked:
+    """Each report made storable (``unstorable_reports``) and its size checked: a report too
+    large is refused here, its neighbours go on to the store."""
     ctx.metrics.batch_items.labels(call).observe(len(items))
-    refused: dict[str, dict[str, Any]] = {}
-    accepted = []
+    checked = Checked()
     for item in items:
         report = storable_report(Report(item.outcome, item.result, item.error, item.retryable))
         try:
@@ -68,9 +89,10 @@ def apply_reports(
             )
         except limits.PayloadTooLarge as exc:
             instance = f"/v1/attempts/{item.attempt_id}/complete"
-            refused[item.attempt_id] = problem_body(413, "payload-too-large", exc.detail, instance)
+            problem = problem_body(413, "payload-too-large", exc.detail, instance)
+            checked.refused[item.attempt_id] = problem
             continue
-        accepted.append(
+        checked.accepted.append(
             batch_items.CompletionItem(
                 item.attempt_id,
                 item.token,
@@ -80,14 +102,21 @@ def apply_reports(
                 report.retryable,
             )
         )
-    results: dict[str, CompletionResult | batches.ItemRefused] = {}
-    if accepted:
-        apply = functools.partial(batches.run_batch, namespace=namespace, items=accepted)
-        results = apply(ctx.engine, batches.complete_attempts)
+    return checked
+
+
+def answer_reports(
+    ctx: AppContext,
+    namespace: str,
+    items: Sequence[CompletionItem],
+    checked: Checked,
+    results: Results,
+) -> list[CompletionItemResult]:
+    """One answer per item, in order: its refusal here or the store's result."""
     answers = []
     for item in items:
-        if item.attempt_id in refused:
-            answers.append(_refused(item.attempt_id, refused[item.attempt_id]))
+        if item.attempt_id in checked.refused:
+            answers.append(_refused(item.attempt_id, checked.refused[item.attempt_id]))
         else:
             answers.append(_answer(ctx, namespace, item.attempt_id, results[item.attempt_id]))
     return answers

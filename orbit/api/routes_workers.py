@@ -18,7 +18,7 @@ from fastapi import APIRouter, Path, Request, Response
 
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
-from orbit_store.pulse import service
+from orbit_store.pulse import cycle, service
 from orbit_store.pulse.claim.claim import Claimant, claim_tasks, require_active_session
 from orbit_store.pulse.claim.probe import Outlook, outlook
 from orbit_store.pulse.leases.complete import complete_attempt
@@ -42,7 +42,7 @@ from . import limits, schemas
 from .auth import CurrentCredential, authorize
 from .context import AppContext, Ctx
 from .problems import ApiProblem
-from .reports import ON_LEASE, apply_reports, completion_refusal
+from .reports import ON_LEASE, answer_reports, check_reports, completion_refusal
 from .routes_tasks import PROBLEMS
 from .unstorable_reports import Report, storable_report
 
@@ -142,7 +142,8 @@ async def lease(
 
     ``reports`` (worker protocol 4): outcomes of the worker's finished attempts, applied before
     the claim as ``POST /v1/attempts:complete`` applies them, each answered in ``reports`` —
-    one round trip per cycle of a busy worker instead of two. Its answers wait for the end of
+    one round trip per cycle of a busy worker instead of two, and one transaction
+    (``pulse.cycle``). Its answers wait for the end of
     the long poll: a worker sending reports asks with ``wait_seconds`` 0, and the grants of
     such a request are not handed back for a disconnected client (they lapse like any grant
     whose answer was lost)."""
@@ -214,9 +215,21 @@ def _report_then_claim(
     items: list[schemas.CompletionItem],
     claim: functools.partial[list[LeaseGrant]],
 ) -> tuple[list[schemas.CompletionItemResult], list[LeaseGrant]]:
-    """The reports (their own transaction), then the claim (its own): the slots the reports
-    free are the ones the claim fills."""
-    return apply_reports(ctx, namespace, items, ON_LEASE), run_transaction(ctx.engine, claim)
+    """The reports, then the claim, in one transaction when both take their common path
+    (``pulse.cycle``): the slots the reports free are the ones the claim fills."""
+    checked = check_reports(ctx, items, ON_LEASE)
+    if not checked.accepted:
+        grants = run_transaction(ctx.engine, claim)
+        return answer_reports(ctx, namespace, items, checked, {}), grants
+    results, grants = cycle.report_then_claim(
+        ctx.engine,
+        namespace=namespace,
+        session_id=claim.keywords["worker_session_id"],
+        items=checked.accepted,
+        limit=claim.keywords["limit"],
+        start_handlers=claim.keywords["start_handlers"],
+    )
+    return answer_reports(ctx, namespace, items, checked, results), grants
 
 
 def _lease(grant: LeaseGrant) -> schemas.Lease:

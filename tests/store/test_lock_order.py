@@ -4,7 +4,8 @@ Several processes run, at once and for a while, everything that takes locks in m
 place: multi-queue claims (half of them leases with start, and hand-backs of never-delivered
 grants) under namespace and queue quotas, completions that retry or release (and so hand permits
 to blocked tasks), batched starts and completions through the set path (overlapping: two
-processes send the same attempts at once), manual retries, submissions with concurrency keys and
+processes send the same attempts at once), worker cycles that report and claim in one
+transaction (worker protocol 4), manual retries, submissions with concurrency keys and
 gates, quota changes (including declaring a quota, which adopts its scope), gate flips, cancels,
 the reaper and the promoter. If any two transactions took their locks in opposite orders they
 would deadlock; ``run_transaction`` counts every retry by reason, and the count must be zero.
@@ -31,7 +32,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import TRANSACTION_RETRIES, create_store_engine, run_transaction
 from orbit_store.errors import Conflict, InvalidRequest, QuotaExceeded
-from orbit_store.pulse import batches, service
+from orbit_store.pulse import batches, cycle, service
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.leases.complete import complete_attempt
 from orbit_store.pulse.leases.start import start_attempt
@@ -192,6 +193,50 @@ def _batcher(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
         yield
 
 
+def _cycler(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
+    """Worker protocol 4: each cycle reports the last cycle's grants (leased with start) and
+    claims in one transaction (``cycle.report_then_claim``); now and then its session is
+    revoked between cycles, so the cycle's claim is refused and it runs as two transactions."""
+    register = _registration(ns, "c")
+    session = run_transaction(engine, register)
+    reports: list[batches.CompletionItem] = []
+    while True:
+        if rng.random() < 0.03:
+            revoke = functools.partial(
+                revoke_session, namespace=ns, session_id=session.id, reason="pod deleted"
+            )
+            tx(engine, stats, revoke)
+            stats["revoked"] += 1
+        work = functools.partial(
+            cycle.report_then_claim,
+            engine,
+            namespace=ns,
+            session_id=session.id,
+            items=reports,
+            limit=rng.randint(1, 10),
+            start_handlers=("h",),
+        )
+        answered = tx(engine, stats, work, own=True)
+        if answered is None:  # refused: the session ended; its reports were applied apart
+            session = run_transaction(engine, register)
+            reports = []
+            continue
+        answers, grants = answered
+        stats["cycle_applied"] += sum(
+            1 for r in answers.values() if getattr(r, "status", None) == "applied"
+        )
+        stats["granted"] += len(grants)
+        reports = []
+        for grant in grants:
+            roll = rng.random()
+            if roll < 0.6 and grant.started:
+                outcome = Outcome.SUCCEEDED if roll < 0.4 else Outcome.FAILED
+                reports.append(
+                    batches.CompletionItem(grant.attempt_id, grant.token, outcome, {"r": 1})
+                )
+        yield
+
+
 def _submitter(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]) -> None:
     gates = [
         run_transaction(
@@ -316,6 +361,7 @@ def _engines(engine: sa.Engine, ns: str, rng: random.Random, stats: Counter[str]
 ROLES: dict[str, Callable[..., Any]] = {
     "claimer": _claimer,
     "batcher": _batcher,
+    "cycler": _cycler,
     "submitter": _submitter,
     "retrier": _manual_retrier,
     "controller": _controller,
@@ -374,7 +420,8 @@ def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
             lambda c, n=name: put_queue(c, ns, QueuePolicy(**{**policy.__dict__, "name": n})),
         )
     run_transaction(engine, lambda c: put_quota(c, ns, QuotaSpec("all", max_running=8)))
-    roles = ["claimer", "claimer", "batcher", "batcher", "submitter", "retrier", "controller"]
+    roles = ["claimer", "claimer", "batcher", "batcher", "cycler", "submitter", "retrier"]
+    roles.append("controller")
     roles.append("engines")
     ctx = multiprocessing.get_context("spawn")
     stop_at = time.monotonic() + DURATION
@@ -400,7 +447,7 @@ def test_concurrent_claims_retries_and_quota_changes_never_deadlock(
     assert stats["granted"] >= MIN_GRANTS and stats["retried"] and stats["quota_declared"], stats
     assert stats["gate_flips"] and stats["cancelled"] and stats["revoked"], stats
     assert stats["lapsed"] and not stats["item_errors"], stats
-    assert stats["batch_applied"] > 5, stats
+    assert stats["batch_applied"] > 5 and stats["cycle_applied"] > 5, stats
     assert retries["deadlock"] == 0 and retries["lock_wait_timeout"] == 0, retries
     with engine.connect() as conn:
         report = verify(conn, ns)

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
-from orbit_store.pulse import batches
+from orbit_store.pulse import batches, cycle
 from orbit_store.pulse.model import CompletionStatus, LeaseGrant, Outcome
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit.bulk import submit_tasks
@@ -31,6 +31,8 @@ HANDLER = "test.noop"
 SUBMIT_STATEMENTS = 7
 CLAIM_STATEMENTS = 7
 COMPLETE_STATEMENTS = 8
+#: A worker's cycle in one transaction (``cycle``): the session, the reports, the claim.
+CYCLE_STATEMENTS = 15
 
 
 def _submitted(pulse: PulseDriver, size: int) -> int:
@@ -85,3 +87,29 @@ def test_statements_per_lease_with_start_and_per_report_batch_do_not_grow_inv2_i
     assert (
         completes[64] == completes[8] == COMPLETE_STATEMENTS and completes[1] <= COMPLETE_STATEMENTS
     )
+
+
+def _cycled(pulse: PulseDriver, size: int) -> int:
+    """A cycle reporting ``size`` attempts and claiming ``size`` tasks."""
+    pulse.submit_many(2 * size, handler=HANDLER)
+    session = pulse.session(handlers=[HANDLER])
+    grants = pulse.claim(limit=size, start_handlers=(HANDLER,))
+    items = [batches.CompletionItem(g.attempt_id, g.token, Outcome.SUCCEEDED) for g in grants]
+    with sent_statements(pulse.base_engine) as sent:
+        answers, granted = cycle.report_then_claim(
+            pulse.engine,
+            namespace=pulse.namespace,
+            session_id=session.id,
+            items=items,
+            limit=size,
+            start_handlers=(HANDLER,),
+        )
+    assert {r.status for r in answers.values()} == {CompletionStatus.APPLIED}  # type: ignore[union-attr]
+    assert len(granted) == size
+    return len(sent)
+
+
+def test_statements_per_worker_cycle_do_not_grow_inv2_inv4(mariadb_engine: sa.Engine) -> None:
+    counts = {size: _cycled(PulseDriver(mariadb_engine), size) for size in SIZES}
+    print(f"statements per worker cycle (reports and claim): {counts}")
+    assert counts[64] == counts[8] == CYCLE_STATEMENTS and counts[1] <= CYCLE_STATEMENTS

@@ -89,17 +89,21 @@ def claim_tasks(
     limit: int,
     worker_session_id: str | None = None,
     start_handlers: Collection[str] = (),
+    claimant: Claimant | None = None,
 ) -> list[LeaseGrant]:
     """Lease up to ``limit`` due WAITING tasks from ``queues_`` (in queue-priority order) that
     the worker session can run; ``queues_=None`` means the queues the session registered for.
 
     ``start_handlers``: handlers the worker declared safe and wants started at once (a lease
-    with start): their grants are RUNNING when this returns (``grant``, invariants 3, 7, 12)."""
+    with start): their grants are RUNNING when this returns (``grant``, invariants 3, 7, 12).
+    ``claimant``: the session as this transaction already read it under its shared lock
+    (``cycle``), not read again."""
     if not 1 <= limit <= MAX_CLAIM_BATCH:
         raise InvalidRequest(f"limit must be between 1 and {MAX_CLAIM_BATCH}")
-    claimant = Claimant(queues_ or [], None)
-    if worker_session_id is not None:
-        claimant = require_active_session(conn, namespace, worker_session_id, queues_)
+    if claimant is None:
+        claimant = Claimant(queues_ or [], None)
+        if worker_session_id is not None:
+            claimant = require_active_session(conn, namespace, worker_session_id, queues_)
     if not claimant.queues:
         raise InvalidRequest("name at least one queue to claim from")
     # The restore fence is read with the queues: refused while closed (orbit_store/fencing.py).

@@ -43,6 +43,10 @@ class Deferred:
     def reset(self, mark: Deferred) -> None:
         self.releases, self.counts, self.now = mark.releases, mark.counts, mark.now
 
+    def locks_keys_or_quotas(self) -> bool:
+        """Whether settling takes key rows or quota rows (lock orders 6, 9)."""
+        return bool(self.releases) or any(w or r for w, r in self.counts.values())
+
 
 def pending(conn: sa.Connection) -> Deferred | None:
     found = conn.info.get(_INFO_KEY)
@@ -51,7 +55,12 @@ def pending(conn: sa.Connection) -> Deferred | None:
 
 @contextmanager
 def deferred(conn: sa.Connection, namespace: str) -> Iterator[Deferred]:
-    """Record permits and counters while the body runs; settle them when it returns."""
+    """Record permits and counters while the body runs; settle them when it returns. Inside
+    another ``deferred`` of the same connection, the outer one records and settles."""
+    outer = pending(conn)
+    if outer is not None:
+        yield outer
+        return
     record = Deferred()
     conn.info[_INFO_KEY] = record
     try:
