@@ -17,6 +17,7 @@ Usage: ``.venv/bin/python bench/submit_loop.py [--tasks 2000] [--submitters 8]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -28,23 +29,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.e2e import (  # the repository root, added above (run as a script)
     DEFAULT_URL,
-    NS,
-    Bench,
+    Orbit,
     cpu_seconds,
+    free_port,
     mariadb_pid,
     pct,
-    process_tree,
-    raw_part,
     say,
     server_sql,
 )
+from bench.raw_sql import make_tables, raw_part
 from orbit_sdk import Client
+
+NS = "bench"
 
 
 def submit_part(base: str, token: str, start_at: float, n: int) -> tuple[list[float], float]:
@@ -74,23 +77,50 @@ def machine_busy() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def orbit_run(pool: Any, bench: Bench, token: str, width: int, workers: int) -> dict[str, float]:
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its child processes (the HTTP processes of `orbit server --workers N`)."""
+    children = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            children += [int(c) for c in (thread / "children").read_text().split()]
+    return [pid, *children]
+
+
+def start_server(orbit: Orbit, *extra: str, log: str) -> tuple[Any, str]:
+    """`orbit server` with ``extra`` options on a free port, once it is ready."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    argv = ["server", "--port", str(port), *extra]
+    proc = orbit.spawn(argv, log, ORBIT_DATABASE_URL=orbit.url, ORBIT_LOG_LEVEL="WARNING")
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise RuntimeError(f"orbit server exited with {proc.returncode}; see {log}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return proc, base
+        time.sleep(0.1)
+    raise RuntimeError("orbit server not ready after 30s")
+
+
+def orbit_run(pool: Any, orbit: Orbit, token: str, width: int, workers: int) -> dict[str, float]:
     """One server with ``--submit-transactions width`` and ``--workers workers``: submits/s,
     p50 and p99 ms, and CPU ms per submit of the server, MariaDB, the clients, the machine."""
-    args = bench.args
-    args.server_workers = workers
-    bench.start_server("--submit-transactions", str(width), log=f"server-{width}-{workers}.log")
+    args = orbit.args
+    extra = ["--submit-transactions", str(width)]
+    if workers != 1:
+        extra += ["--workers", str(workers)]
+    server, base = start_server(orbit, *extra, log=f"server-{width}-{workers}.log")
     try:
-        share, base = args.tasks // args.submitters, bench.base
+        share = args.tasks // args.submitters
         pool.starmap(submit_part, [(base, token, time.time(), 20)] * args.submitters)  # warm
-        server, mariadb = process_tree(bench.server.pid), mariadb_pid()
-        before = _cpu(server, mariadb)
+        tree, mariadb = process_tree(server.pid), mariadb_pid()
+        before = _cpu(tree, mariadb)
         start_at = time.time() + 1.0
         parts = pool.starmap(submit_part, [(base, token, start_at, share)] * args.submitters)
         wall = time.time() - start_at
-        after = _cpu(server, mariadb)
+        after = _cpu(tree, mariadb)
     finally:
-        bench.stop([bench.server])
+        orbit.stop([server])
     took = sorted(t for part, _ in parts for t in part)
     n = len(took)
     per = {k: (after[k] - before[k]) * 1000 / n for k in before}
@@ -129,26 +159,24 @@ def main() -> None:
         help="orbit server --workers",
     )
     add("--rounds", type=int, default=1, help="the whole list this many times, alternated")
-    parser.set_defaults(log_level="WARNING")  # what Bench reads
     args = parser.parse_args()
     cells = list(itertools.product(args.submit_transactions, args.server_workers)) * args.rounds
     pool = multiprocessing.get_context("fork").Pool(
         args.submitters, signal.signal, (signal.SIGINT, signal.SIG_IGN)
     )
-    name, bench = make_url(args.database_url).database, None
+    name, orbit = make_url(args.database_url).database, None
     server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
     server_sql(args.database_url, f"CREATE DATABASE `{name}`")
     try:
-        bench = Bench(args, Path(tempfile.mkdtemp(prefix="orbit-bench-submit-")))
-        bench.orbit("admin", "migrate")
+        orbit = Orbit(args, Path(tempfile.mkdtemp(prefix="orbit-bench-submit-")))
+        orbit.cli("admin", "migrate")
         roles = ("-r", "submit", "--name", "bench")
-        token = bench.orbit("admin", "token", "create", "-n", NS, *roles).strip()
-        for table in ("tasks", "task_events"):
-            bench.query(f"CREATE TABLE raw_{table} LIKE {table}")
+        token = orbit.cli("admin", "token", "create", "-n", NS, *roles).strip()
+        make_tables(orbit.db)
         say(f"{args.submitters} submitting processes, {args.tasks} submissions per run; load: ")
-        say(f"  {os.getloadavg()}; server logs in {bench.logs}")
+        say(f"  {os.getloadavg()}; server logs in {orbit.logs}")
         for width, workers in cells:
-            o = orbit_run(pool, bench, token, width, workers)
+            o = orbit_run(pool, orbit, token, width, workers)
             raw = raw_run(pool, args)
             say(
                 f"  --submit-transactions {width} --workers {workers}: {o['rate']:6,.0f}/s, p50 ",
@@ -158,9 +186,9 @@ def main() -> None:
                 f"{raw:6,.0f}/s (ratio {o['rate'] / raw:.2f}x)",
             )
     finally:
-        if bench is not None:
-            bench.stop(bench.procs)
-            bench.db.close()
+        if orbit is not None:
+            orbit.stop(orbit.procs)
+            orbit.db.close()
         pool.terminate()
         server_sql(args.database_url, f"DROP DATABASE IF EXISTS `{name}`")
 
