@@ -48,6 +48,11 @@ log = logging.getLogger("orbit_sdk.worker")
 
 H = TypeVar("H", bound=Handler)
 
+#: Slots of a worker unless it says otherwise. One lease request, one transaction and one report
+#: batch serve every slot of a cycle, so a short task's share of them shrinks as slots grow;
+#: bench/NOTES.md has the measurement behind this number.
+DEFAULT_CONCURRENCY = 16
+
 #: The server's limit for one lease request's long poll (its task limit: ``MAX_LEASE_BATCH``).
 MAX_LEASE_WAIT = 60
 
@@ -82,7 +87,7 @@ class Worker:
         token: str | None = None,
         namespace: str | None = None,
         queues: Iterable[str] = ("default",),
-        concurrency: int = 4,
+        concurrency: int = DEFAULT_CONCURRENCY,
         name: str | None = None,
         heartbeat_interval: float | None = None,
         lease_wait_seconds: float = 10,
