@@ -18,7 +18,7 @@ from orbit_store.weave.spec import parse
 
 from .schedule_driver import ScheduleDriver
 from .test_audit import assert_audited_with_the_change
-from .test_weave_signals import APPROVAL
+from .weave.test_weave_signals import APPROVAL
 from .weave_driver import WeaveDriver
 
 

@@ -28,7 +28,7 @@ from orbit_store.weave import timers
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver
-from .test_weave_inbox import TWO_STEPS, finish_first, poison_outcome
+from .weave.test_weave_inbox import TWO_STEPS, finish_first, poison_outcome
 from .weave_driver import WeaveDriver
 
 

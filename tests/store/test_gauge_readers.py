@@ -13,8 +13,8 @@ from orbit.metrics_delivery import delivery_gauges
 from orbit.metrics_workflows import workflow_gauges
 
 from .delivery_driver import DeliveryDriver
-from .test_weave_inbox import TWO_STEPS, finish_first
-from .test_weave_signals import APPROVAL
+from .weave.test_weave_inbox import TWO_STEPS, finish_first
+from .weave.test_weave_signals import APPROVAL
 from .weave_driver import WeaveDriver
 
 Reader = Callable[[sa.Connection], Iterable[Metric]]
