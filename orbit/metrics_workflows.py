@@ -81,6 +81,13 @@ def workflow_gauges(conn: sa.Connection) -> list[Metric]:
             (([ns], inbox[ns].oldest_age_seconds if ns in inbox else 0.0) for ns in namespaces),
         ),
         gauge(
+            "orbit_workflow_timers_backing_off",
+            "Running workflows whose timers failed to fire (e.g. a quota refused the next "
+            "step's task) and wait for their retry, from MySQL.",
+            ["namespace"],
+            (([ns], live.timers_backing_off.get(ns, 0)) for ns in namespaces),
+        ),
+        gauge(
             "orbit_workflow_signal_backlog",
             "Accepted signals no wait has consumed yet, from MySQL.",
             ["namespace"],

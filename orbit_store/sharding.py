@@ -106,6 +106,8 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
         ReadKind.SCATTER, _FINDER
     ),
     "orbit_store.delivery.push:push_subscriptions": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
+    "orbit_store.weave.timers:due_instances": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
+    "orbit_store.weave.inbox:due_messages": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
     "orbit_store.delivery.push:push_secret_refs": CrossNamespaceRead(
         ReadKind.SCATTER,
         "the push subscriptions naming shared webhook secrets, for the sender's log when "

@@ -175,6 +175,8 @@ def get(
             "inbox_pending": detail.inbox_pending,
             "inbox_oldest_age_seconds": detail.inbox_oldest_age_seconds,
             "pending_continuations": detail.pending_continuations,
+            "orchestration_error": detail.orchestration_error,
+            "orchestration_retry_at": detail.orchestration_retry_at,
         }
     )
 

@@ -124,6 +124,12 @@ class WorkflowDetail(Workflow):
     pending_continuations: int = Field(
         ..., description="Outcomes consumed while paused, applied on resume."
     )
+    orchestration_error: str | None = Field(
+        None,
+        description="Why the engine could not advance the workflow on its last try (e.g. a "
+        "quota refused the next step's task); it tries again at orchestration_retry_at.",
+    )
+    orchestration_retry_at: dt.datetime | None = None
 
 
 class WorkflowPage(Out):

@@ -123,6 +123,10 @@ def _print_steps(detail: WorkflowDetail) -> None:
         typer.echo(f"pending signals: {names}")
     if detail.pending_continuations:
         typer.echo(f"{detail.pending_continuations} continuation(s) wait for resume")
+    if detail.orchestration_error:
+        when = detail.orchestration_retry_at
+        retry = f"; retried at {when:%Y-%m-%dT%H:%M:%SZ}" if when else ""
+        typer.echo(f"not advancing: {detail.orchestration_error}{retry}")
 
 
 def _load_spec(path: Path) -> tuple[str | None, str | None, dict[str, Any]]:

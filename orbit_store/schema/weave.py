@@ -105,6 +105,11 @@ workflow_instances = sa.Table(
     sa.Column("event_seq", sa.Integer(), nullable=False),
     # Earliest timer of the instance (wait timeout, sleep, next poll round); the timer loop's key.
     sa.Column("wake_at", UtcDateTime, nullable=True),
+    # A firing of the timers that failed (a quota refused the next step's task): failures in a
+    # row, the last error and when the timer loop tries again; NULL while firing works.
+    sa.Column("timer_failures", sa.Integer(), nullable=True),
+    sa.Column("timer_retry_at", UtcDateTime, nullable=True),
+    sa.Column("timer_error", sa.String(1024), nullable=True),
     sa.Column("started_by", sa.String(KEY_LENGTH), nullable=True),
     created_at_column(),
     updated_at_column(),

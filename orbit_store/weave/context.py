@@ -56,6 +56,8 @@ class Instance:
     wake_at: dt.datetime | None
     created_at: dt.datetime
     finished_at: dt.datetime | None
+    #: Failed firings of the timers in a row (None while firing works).
+    timer_failures: int | None = None
 
 
 @dataclass
@@ -82,6 +84,8 @@ class InstanceContext:
     #: The server's limit for what a step's task may carry (orbit_store/payload.py).
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     timers_changed: bool = False
+    #: The due timers fired in this transaction (a recorded timer failure is over).
+    timers_fired: bool = False
     _events: list[dict[str, Any]] = field(default_factory=list)
     _signals: dict[str, Any] | None = None
 
@@ -151,6 +155,8 @@ class InstanceContext:
             values["updated_at"] = self.now
         if self.timers_changed or (inst.state.is_terminal and inst.wake_at is not None):
             values["wake_at"] = self._next_wake()
+        if self.timers_fired and inst.timer_failures is not None:
+            values.update(timer_failures=None, timer_retry_at=None, timer_error=None)
         if not values:
             return
         updated = self.conn.execute(
@@ -165,6 +171,7 @@ class InstanceContext:
             raise LostRace(f"workflow instance {inst.id} changed under its lock")
         inst.event_seq = values.get("event_seq", inst.event_seq)
         inst.wake_at = values.get("wake_at", inst.wake_at)
+        inst.timer_failures = values.get("timer_failures", inst.timer_failures)
         self._events.clear()
         self.timers_changed = False
 
@@ -229,6 +236,7 @@ def lock_instance(
         wake_at=row.wake_at,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        timer_failures=row.timer_failures,
     )
     steps = {
         s.name: Step(

@@ -23,7 +23,7 @@ def fire_due(ctx: InstanceContext) -> None:
         return
     _fire_waits(ctx)
     _fire_polls(ctx)
-    ctx.timers_changed = True
+    ctx.timers_changed = ctx.timers_fired = True
 
 
 def _fire_waits(ctx: InstanceContext) -> None:

@@ -96,6 +96,10 @@ class InstanceDetail:
     inbox_pending: int
     inbox_oldest_age_seconds: float | None
     pending_continuations: int
+    #: Why the engine could not advance the instance on its last try (a quota refused the
+    #: next step's task, a defect), and when it tries again; None while it advances.
+    orchestration_error: str | None = None
+    orchestration_retry_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +196,7 @@ def get_detail(conn: sa.Connection, namespace: str, instance_id: str) -> Instanc
     now = db_now(conn)
     definition = load_version(conn, row.definition_version_id)
     activations = _activations(conn, instance_id)
-    pending = _pending_inbox(conn, instance_id)
+    pending, inbox_error = _pending_inbox(conn, instance_id)
     waits = {
         w.activation_id: w
         for w in conn.execute(
@@ -249,6 +253,8 @@ def get_detail(conn: sa.Connection, namespace: str, instance_id: str) -> Instanc
         )
     ]
     oldest = min(pending.values()) if pending else None
+    stalled = (row.timer_error, row.timer_retry_at) if row.timer_error else inbox_error
+    stalled = stalled or (None, None)
     continuations = conn.execute(
         sa.select(sa.func.count()).where(
             workflow_continuations.c.instance_id == instance_id,
@@ -264,6 +270,8 @@ def get_detail(conn: sa.Connection, namespace: str, instance_id: str) -> Instanc
             None if oldest is None else max((now - oldest).total_seconds(), 0.0)
         ),
         pending_continuations=int(continuations),
+        orchestration_error=stalled[0],
+        orchestration_retry_at=stalled[1],
     )
 
 
@@ -293,17 +301,26 @@ def _activations(conn: sa.Connection, instance_id: str) -> dict[str, list[Activa
     return out
 
 
-def _pending_inbox(conn: sa.Connection, instance_id: str) -> dict[str, dt.datetime]:
-    """Task id → when its oldest unconsumed outcome arrived."""
+def _pending_inbox(
+    conn: sa.Connection, instance_id: str
+) -> tuple[dict[str, dt.datetime], tuple[str | None, dt.datetime | None] | None]:
+    """Task id → when its oldest unconsumed outcome arrived; and the error and retry time of
+    an unconsumed row whose consumption failed, if one did."""
     rows = conn.execute(
-        sa.select(workflow_inbox.c.task_id, workflow_inbox.c.received_at).where(
-            workflow_inbox.c.instance_id == instance_id, workflow_inbox.c.state == "PENDING"
-        )
+        sa.select(
+            workflow_inbox.c.task_id,
+            workflow_inbox.c.received_at,
+            workflow_inbox.c.last_error,
+            workflow_inbox.c.next_attempt_at,
+        ).where(workflow_inbox.c.instance_id == instance_id, workflow_inbox.c.state == "PENDING")
     )
     found: dict[str, dt.datetime] = {}
-    for task_id, received in rows:
+    failed = None
+    for task_id, received, last_error, retry_at in rows:
         found[task_id] = min(received, found.get(task_id, received))
-    return found
+        if last_error is not None:
+            failed = (last_error, retry_at)
+    return found, failed
 
 
 @dataclass(frozen=True)
@@ -362,6 +379,8 @@ class LiveCounts:
 
     instances: dict[tuple[str, str], int] = field(default_factory=dict)
     pending_signals: dict[str, int] = field(default_factory=dict)
+    #: Running instances whose timers failed to fire and wait for their retry, by namespace.
+    timers_backing_off: dict[str, int] = field(default_factory=dict)
 
 
 def live_counts(conn: sa.Connection) -> LiveCounts:
@@ -380,4 +399,14 @@ def live_counts(conn: sa.Connection) -> LiveCounts:
             .group_by(workflow_signals.c.namespace)
         ).all()
     )
-    return LiveCounts(instances, signals)
+    backing_off: dict[str, int] = dict(
+        conn.execute(
+            sa.select(workflow_instances.c.namespace, sa.func.count())
+            .where(
+                workflow_instances.c.state == "RUNNING",
+                workflow_instances.c.timer_failures.is_not(None),
+            )
+            .group_by(workflow_instances.c.namespace)
+        ).all()
+    )
+    return LiveCounts(instances, signals, backing_off)

@@ -183,6 +183,21 @@ def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
     )
 
 
+def _record_timer_failure(
+    engine: sa.Engine, namespace: str, instance_id: str, exc: Exception
+) -> None:
+    """Back the instance's timers off, with the error, so it never takes the next pass."""
+    run_transaction(
+        engine,
+        functools.partial(
+            timers.record_failure,
+            namespace=namespace,
+            instance_id=instance_id,
+            error=f"{type(exc).__name__}: {exc}",
+        ),
+    )
+
+
 def timer_pass(
     engine: sa.Engine,
     *,
@@ -191,7 +206,8 @@ def timer_pass(
     workers: int = 1,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
-    """Fire the due timers of running, unpaused instances, one instance per transaction."""
+    """Fire the due timers of running, unpaused instances, one instance per transaction; one
+    that fails backs off alone (``timers.record_failure``)."""
     due = run_transaction(
         engine, functools.partial(timers.due_instances, limit=limit, namespace=namespace)
     )
@@ -207,6 +223,7 @@ def timer_pass(
             ),
             namespace=ns,
             item=f"timers of workflow {instance_id}",
+            on_error=functools.partial(_record_timer_failure, engine, ns, instance_id),
         )
 
     items = ItemPass(engine, TIMERS_LOOP)

@@ -7,13 +7,20 @@ unpaused instances whose ``wake_at`` has passed (:func:`due_instances`) and runs
 :func:`wake_instance` for each: one transaction that fires what is due under the instance lock
 (conditional updates, so a timer fires once) and advances. A paused instance's timers fire on
 resume instead.
+
+A firing that fails (a quota refuses the next step's task) rolls back; :func:`record_failure`
+then backs that instance off alone — failures in a row, the error and the retry time on the
+instance — and :func:`due_instances` skips it until then, so it never takes the batch that
+other instances' timers need. The next firing that works clears the record (``flush``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 import sqlalchemy as sa
 
-from orbit_store.clock import db_now
+from orbit_store.clock import as_db_time, db_now, utc_now
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import workflow_instances
 
@@ -21,19 +28,31 @@ from .advance import advance
 from .context import lock_instance
 from .model import AdvanceReport, InstanceState
 
+#: Retry delays of an instance whose timers failed to fire (doubling, capped).
+RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 1.0, 300.0
+
 
 def due_instances(
     conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
 ) -> list[tuple[str, str]]:
-    """(namespace, instance id) of running, unpaused instances with a timer due (no locks)."""
+    """(namespace, instance id) of running, unpaused instances with a timer due and not
+    backing off (no locks)."""
+    now = db_now(conn)
     query = (
         sa.select(workflow_instances.c.namespace, workflow_instances.c.id)
         .where(
             workflow_instances.c.state == InstanceState.RUNNING.value,
-            workflow_instances.c.wake_at <= db_now(conn),
+            workflow_instances.c.wake_at <= now,
             workflow_instances.c.paused.is_(False),
+            sa.or_(
+                workflow_instances.c.timer_retry_at.is_(None),
+                workflow_instances.c.timer_retry_at <= now,
+            ),
         )
-        .order_by(workflow_instances.c.wake_at)
+        # An instance backing off queues at its retry time, behind timers due before it.
+        .order_by(
+            sa.func.coalesce(workflow_instances.c.timer_retry_at, workflow_instances.c.wake_at)
+        )
         .limit(limit)
     )
     if namespace is not None:
@@ -53,3 +72,29 @@ def wake_instance(
     advance(ctx)
     ctx.flush()
     return ctx.report
+
+
+def record_failure(conn: sa.Connection, *, namespace: str, instance_id: str, error: str) -> None:
+    """The instance's firing failed and rolled back: count it, keep the error for the
+    instance's view, and retry it alone after a doubling delay (ORBIT.md §3)."""
+    row = conn.execute(
+        sa.select(workflow_instances.c.timer_failures, utc_now().label("db_now"))
+        .where(
+            workflow_instances.c.id == instance_id,
+            workflow_instances.c.namespace == namespace,
+        )
+        .with_for_update()
+    ).one_or_none()
+    if row is None:
+        return
+    failures = row.timer_failures or 0
+    delay = min(RETRY_BASE_SECONDS * 2 ** min(failures, 16), RETRY_MAX_SECONDS)
+    conn.execute(
+        workflow_instances.update()
+        .where(workflow_instances.c.id == instance_id)
+        .values(
+            timer_failures=failures + 1,
+            timer_retry_at=as_db_time(conn, row.db_now) + dt.timedelta(seconds=delay),
+            timer_error=error[:1024],
+        )
+    )

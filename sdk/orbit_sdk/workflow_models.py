@@ -111,6 +111,9 @@ class WorkflowDetail(Workflow):
     inbox_pending: int = 0
     inbox_oldest_age_seconds: float | None = None
     pending_continuations: int = 0
+    #: Why the engine could not advance the workflow on its last try, and when it retries.
+    orchestration_error: str | None = None
+    orchestration_retry_at: dt.datetime | None = None
 
     def step(self, name: str) -> WorkflowStep:
         return next(s for s in self.steps if s.name == name)

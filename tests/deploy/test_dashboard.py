@@ -23,6 +23,7 @@ MYSQL_GAUGES = (
     "orbit_workflow_inbox_backlog",
     "orbit_workflow_inbox_oldest_age_seconds",
     "orbit_workflow_signal_backlog",
+    "orbit_workflow_timers_backing_off",
     "orbit_delivery_backlog",
     "orbit_delivery_oldest_age_seconds",
     "orbit_deliveries_parked",

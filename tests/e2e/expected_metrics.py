@@ -32,6 +32,7 @@ SERVER_METRICS: dict[str, tuple[str, ...]] = {
     "orbit_workflow_inbox_backlog": ("namespace",),
     "orbit_workflow_inbox_oldest_age_seconds": ("namespace",),
     "orbit_workflow_signal_backlog": ("namespace",),
+    "orbit_workflow_timers_backing_off": ("namespace",),
     "orbit_delivery_backlog": ("namespace", "subscription"),
     "orbit_delivery_oldest_age_seconds": ("namespace", "subscription"),
     "orbit_deliveries_parked": ("namespace", "subscription"),
