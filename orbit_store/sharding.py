@@ -141,7 +141,8 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
 #: beyond one database by construction: a shard enforces them alone.
 UNIQUE_BY_CONSTRUCTION: dict[tuple[str, str], str] = {
     ("worker_pods", "uid"): "a Kubernetes pod UID (a UUID the API server assigns)",
-    ("workflow_inbox", "source_event_id"): "names its task's UUIDv7: 'task:<task id>:v<version>'",
+    ("workflow_inbox", "source_event_id"): "names a UUIDv7: 'task:<task id>:v<version>', "
+    "'signal:<signal row id>' or 'resume:<instance id>:c<control version>'",
 }
 
 

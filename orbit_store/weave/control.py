@@ -4,8 +4,10 @@ Pause closes the instance's execution gate and records ``paused`` with the gate'
 version in one transaction: claims and starts of its tasks are refused from then on, attempts
 already running finish and their outcomes are recorded (the inbox goes on consuming them and
 leaves continuation rows); signals are accepted and stay pending. Resume opens the gate, marks
-the continuations resumed, gives pending signals to active waits and advances — applying
-everything that waited, due timers included — in one transaction, so nothing stalls after it.
+the continuations resumed, gives pending signals to active waits and records a deferred advance
+in the inbox, in one transaction; the inbox consumer then applies everything that waited, due
+timers included, so nothing stalls after it — and a quota refusing the follow-up tasks delays
+them without refusing the resume.
 Cancel ends the instance: open steps are cancelled, their tasks cancelled by Pulse's rules.
 Each writes an audit row with the actor and reason.
 """
@@ -22,8 +24,9 @@ from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.pulse.limits.gates import set_gate
 from orbit_store.schema import workflow_continuations
 
-from .advance import advance, close_instance
+from .advance import close_instance
 from .context import InstanceContext, lock_instance
+from .inbox import RESUMED, defer_advance
 from .model import ControlResult, InstanceState
 from .transitions import set_control
 from .waits import match_waits
@@ -117,7 +120,8 @@ def resume_workflow(
     details = {"reason": reason, "control_version": version, "continuations": applied}
     ctx.event("instance.resumed", details=details)
     match_waits(ctx)  # signals accepted while paused, for waits already active
-    advance(ctx)
+    # Follow-ups (tasks a quota may refuse) are the inbox consumer's: resume always succeeds.
+    defer_advance(ctx, RESUMED, f"resume:{instance_id}:c{version}")
     ctx.flush()
     return _result(ctx, changed=True)
 

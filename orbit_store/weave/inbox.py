@@ -9,6 +9,11 @@ to the activation the task serves — only if that task is still the activation'
 with what it did, all together. A duplicate or replayed row finds itself CONSUMED and changes
 nothing, so it can never create a second follow-up task. While the instance is paused the
 outcome is still recorded, follow-ups wait, and a continuation row says so (invariant 12).
+
+A signal or a resume that lets the workflow move on records a *deferred advance* here
+(:func:`defer_advance`, no activation): the accepting transaction stores only what it was asked
+to, and creating the follow-up tasks — which a quota may refuse — is the consumer's, retried
+like any outcome (seed §5 "信号受理").
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .activate import fail_step, poll_checkpoint
 from .advance import advance
 from .context import InstanceContext, LostRace, Step, lock_instance
 from .model import AdvanceReport, PollOutcome, RoundState, StepState
+from .outcomes import CONSUMER
 from .transitions import move_step
 
 #: Retry delays for a row whose consumption failed (the row stays PENDING; never dropped).
@@ -83,7 +89,10 @@ def consume(
     if message is None or message.state != "PENDING":
         ctx.report.outcome = "duplicate: already consumed"
         return ctx.report
-    outcome, step = _apply(ctx, message)
+    if message.activation_id is None:
+        outcome, step = f"advanced after {message.kind}", None
+    else:
+        outcome, step = _apply(ctx, message)
     if step is not None and ctx.instance.paused:
         conn.execute(
             workflow_continuations.insert().values(
@@ -109,6 +118,34 @@ def consume(
     ctx.flush()
     ctx.report.outcome = outcome
     return ctx.report
+
+
+#: Kinds of the deferred advances a signal or a resume records.
+SIGNAL_ACCEPTED, RESUMED = "signal.accepted", "instance.resumed"
+
+
+def defer_advance(ctx: InstanceContext, kind: str, source_event_id: str) -> None:
+    """Record that the instance may move on after ``kind`` (a signal consumed by a wait, a
+    resume): the inbox consumer advances it, creating what a quota may refuse, and retries
+    until it can. ``source_event_id`` names the signal or the resume (UNIQUE: once each)."""
+    ctx.conn.execute(
+        workflow_inbox.insert().values(
+            id=new_id(),
+            namespace=ctx.namespace,
+            source_event_id=source_event_id,
+            consumer=CONSUMER,
+            instance_id=ctx.instance.id,
+            activation_id=None,
+            task_id=None,
+            kind=kind,
+            payload={},
+            state="PENDING",
+            received_at=ctx.now,
+            attempts=0,
+            next_attempt_at=ctx.now,
+        )
+    )
+    ctx.report.deferred_advance = True
 
 
 def _apply(ctx: InstanceContext, message: Any) -> tuple[str, Step | None]:

@@ -81,6 +81,8 @@ class AdvanceReport:
     ready_tasks: list[tuple[str, str]] = field(default_factory=list)
     finished: InstanceState | None = None
     outcome: str = ""
+    #: The transaction left its follow-ups to the inbox consumer (wake it).
+    deferred_advance: bool = False
 
 
 @dataclass(frozen=True)

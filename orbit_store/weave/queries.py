@@ -317,7 +317,8 @@ def _pending_inbox(
     found: dict[str, dt.datetime] = {}
     failed = None
     for task_id, received, last_error, retry_at in rows:
-        found[task_id] = min(received, found.get(task_id, received))
+        if task_id is not None:  # a signal's or a resume's deferred advance serves no task
+            found[task_id] = min(received, found.get(task_id, received))
         if last_error is not None:
             failed = (last_error, retry_at)
     return found, failed

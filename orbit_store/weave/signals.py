@@ -3,7 +3,10 @@
 Accepting stores the signal idempotently by the client's ``signal_id`` (the same id and content
 again is a replay; the same id with other content is a conflict). A signal advances only a
 matching *active* wait: a WAITING wait of the same name in a running, unpaused instance — then
-wait, signal and step move together in the accepting transaction. Otherwise it stays PENDING,
+wait, signal and step move together in the accepting transaction, which also records a deferred
+advance in the inbox: the next steps' tasks are created by the inbox consumer, so a quota that
+refuses them never refuses the signal (seed §5: the signal's idempotency record and a pending
+record, nothing else). Otherwise it stays PENDING,
 and the next wait of that name takes the oldest pending one when it is activated. Signals still
 pending when the instance finishes are EXPIRED. A name no wait of the bound definition uses is
 refused outright.
@@ -22,8 +25,8 @@ from orbit_store.ids import new_id
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import workflow_signals
 
-from .advance import advance
 from .context import InstanceContext, lock_instance
+from .inbox import SIGNAL_ACCEPTED, defer_advance
 from .model import SignalResult, SignalState
 from .waits import match_waits
 
@@ -91,7 +94,8 @@ def accept_signal(
     consumed_by = None
     if not ctx.instance.paused:
         consumed_by = match_waits(ctx, only_name=name)
-        advance(ctx)
+    if consumed_by is not None:
+        defer_advance(ctx, SIGNAL_ACCEPTED, f"signal:{row_id}")
     ctx.flush()
     state = SignalState.CONSUMED if consumed_by else SignalState.PENDING
     return SignalResult(signal_id, state, replayed=False, consumed_by_step=consumed_by), ctx

@@ -3,14 +3,18 @@ roles and namespace scoping, pause and resume, history, metrics."""
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
+from polling import wait_for
 
 from orbit_sdk import Client, Forbidden, NotFound
+from orbit_store.db import run_transaction
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 
 from .conftest import FLOW_SPEC, Server, Tenant, flow_admin
 
@@ -118,3 +122,50 @@ def test_publishing_through_the_api_is_audited_once_per_new_version(admin: Tenan
         ("workflowdefinition.publish", 1, "version 1 published through the API"),
     ]
     assert trail[0].actor == "e2e" and trail[0].after["fields"]["digest"] == digest
+
+
+def test_a_signal_and_a_resume_are_accepted_whatever_the_quota_issue_seed5(
+    admin: Tenant, mariadb_engine: sa.Engine
+) -> None:
+    """Seed §5 "信号受理": the signal is stored and answered 2xx although the next step's task
+    hits a full quota; the workflow says why it does not advance, and goes on when the quota
+    frees. The same for resume."""
+    spec = {
+        "steps": [
+            {"name": "approval", "wait": {"signal": "go"}},
+            {"name": "ship", "dependsOn": ["approval"], "task": {"handler": "e2e.echo"}},
+        ]
+    }
+
+    def quota(max_waiting: int) -> None:
+        spec_ = QuotaSpec(name="full", max_waiting=max_waiting)
+        run_transaction(
+            mariadb_engine, functools.partial(put_quota, namespace=admin.namespace, spec=spec_)
+        )
+
+    with Client(admin.server.url, token=admin.token) as client:
+        client.publish_workflow(admin.namespace, "gate", spec)
+        signalled = client.start_workflow(admin.namespace, "gate")
+        resumed = client.start_workflow(admin.namespace, "gate")
+        client.pause_workflow(admin.namespace, resumed.id)
+        client.signal_workflow(admin.namespace, resumed.id, "go", signal_id="r-1")
+        quota(0)
+
+        sent = client.signal_workflow(admin.namespace, signalled.id, "go", signal_id="s-1")
+        assert client.resume_workflow(admin.namespace, resumed.id).paused is False
+
+        assert (sent.state, sent.consumed_by_step) == ("CONSUMED", "approval")
+        for wf in (signalled, resumed):
+            stalled = wait_for(
+                "the workflow to say why it does not advance",
+                lambda wf=wf: client.get_workflow(admin.namespace, wf.id).orchestration_error,
+            )
+            assert "quota 'full'" in stalled
+        quota(10)
+        for wf in (signalled, resumed):
+            wait_for(
+                "the next step once the quota frees",
+                lambda wf=wf: (
+                    client.get_workflow(admin.namespace, wf.id).step("ship").state == "ACTIVE"
+                ),
+            )

@@ -70,6 +70,7 @@ def test_pause_with_a_task_in_flight_records_its_result_and_resume_continues_inv
     assert message.state == "CONSUMED" and message.outcome.startswith("deferred")
     assert weave.claim(limit=100) == [], "the waiting audit task is not leased while paused"
     weave.control("resume", wf)
+    weave.consume()  # the resume's deferred advance
     assert weave.step_states(wf)["store"] == "ACTIVE", "resume applies the continuation"
     weave.run_tasks(ECHO)
     assert weave.instance(wf).state == "SUCCEEDED"
@@ -127,4 +128,6 @@ def test_a_signal_sent_while_paused_is_applied_on_resume_inv12(weave: WeaveDrive
     assert weave.signal(wf, "go").state == "PENDING", "accepted, not applied while paused"
     assert weave.step_states(wf) == {"approval": "ACTIVE", "ship": "PENDING"}
     weave.control("resume", wf)
+    assert weave.step_states(wf) == {"approval": "SUCCEEDED", "ship": "PENDING"}
+    weave.consume()  # the resume's deferred advance
     assert weave.step_states(wf) == {"approval": "SUCCEEDED", "ship": "ACTIVE"}

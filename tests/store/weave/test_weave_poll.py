@@ -125,6 +125,7 @@ def test_the_budget_survives_pause_and_resume_inv11(weave: WeaveDriver) -> None:
     weave.wake()
     assert len(weave.rounds(wf)) == 1, "no round while paused"
     weave.control("resume", wf)
+    weave.consume()  # the resume's deferred advance
     assert len(weave.rounds(wf)) == 2, "the due round starts on resume"
     weave.control("pause", wf)
     weave.control("resume", wf)
