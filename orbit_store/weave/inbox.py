@@ -39,7 +39,7 @@ from .activate import fail_step, poll_checkpoint
 from .advance import advance
 from .context import InstanceContext, LostRace, Step, lock_instance
 from .model import AdvanceReport, PollOutcome, RoundState, StepState
-from .outcomes import CONSUMER
+from .outcomes import CONSUMER, TASK_RETRIED
 from .transitions import move_step
 
 #: Retry delays for a row whose consumption failed (the row stays PENDING; never dropped).
@@ -160,6 +160,8 @@ def _apply(ctx: InstanceContext, message: Any) -> tuple[str, Step | None]:
     step = ctx.steps[activation.step_name]
     if step.current_activation_id != activation.id or not step.state.is_live:
         return f"ignored: step {step.name} is {step.state.value}", None
+    if message.kind == TASK_RETRIED:
+        return _retried(ctx, step, activation, message), step
     if activation.task_id != message.task_id:
         return f"ignored: task {message.task_id} no longer serves step {step.name}", None
     state, payload = message.payload["state"], message.payload
@@ -172,6 +174,9 @@ def _apply(ctx: InstanceContext, message: Any) -> tuple[str, Step | None]:
     if state == "NEEDS_REVIEW":
         move_step(ctx, step, StepState.PARKED, reason=f"task {message.task_id} awaits review")
         return f"parked step {step.name}", step
+    if step.state is StepState.PARKED and state != "SUCCEEDED":
+        # Settled as failed on review: whether it runs again is the reviewer's next call.
+        return f"{KEPT_PARKED} {step.name}: task {state.lower()} on review", None
     if step.kind == "poll":
         _poll_round_done(ctx, step, message.task_id, state, payload)
     elif state == "SUCCEEDED":
@@ -180,6 +185,31 @@ def _apply(ctx: InstanceContext, message: Any) -> tuple[str, Step | None]:
         error = payload.get("error") or {"type": f"task_{state.lower()}"}
         move_step(ctx, step, StepState.FAILED, reason=f"task {state.lower()}", error=error)
     return f"step {step.name} {step.state.value}", step
+
+
+#: What consuming a reviewed failure of a parked step's task did (a retry carries the step on).
+KEPT_PARKED = "kept parked"
+
+
+def _retried(ctx: InstanceContext, step: Step, activation: Any, message: Any) -> str:
+    """A manual retry of the step's task: a parked step goes on with the successor."""
+    retry_of = message.payload["retry_of"]
+    if step.state is not StepState.PARKED or activation.task_id != retry_of:
+        return f"ignored: step {step.name} no longer waits on task {retry_of}"
+    updated = ctx.conn.execute(
+        workflow_activations.update()
+        .where(
+            workflow_activations.c.id == activation.id,
+            workflow_activations.c.task_id == retry_of,
+        )
+        .values(task_id=message.task_id)
+    )
+    if updated.rowcount != 1:
+        raise LostRace(f"activation of step {step.name} moved on")
+    move_step(ctx, step, StepState.ACTIVE, reason=f"task {retry_of} retried as {message.task_id}")
+    details = {"task_id": message.task_id, "retry_of": retry_of}
+    ctx.event("task.retried", step.name, step.activation_count, details)
+    return f"step {step.name} ACTIVE on retry {message.task_id}"
 
 
 def _poll_round_done(

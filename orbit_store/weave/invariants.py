@@ -107,6 +107,13 @@ def _consumed_without_effect(conn: sa.Connection, ns: str | None) -> list[str]:
             workflow_activations.c.kind != "poll",
             workflow_activations.c.task_id == workflow_inbox.c.task_id,
             workflow_activations.c.state.in_(LIVE),
+            # A failure settled on review keeps its step parked for a retry (inbox.KEPT_PARKED).
+            sa.not_(
+                sa.and_(
+                    workflow_activations.c.state == "PARKED",
+                    workflow_inbox.c.outcome.like("kept parked%"),
+                )
+            ),
         )
     )
     rounds = (

@@ -26,6 +26,35 @@ def source_event_id(task_id: str, state_version: int) -> str:
     return f"task:{task_id}:v{state_version}"
 
 
+#: The inbox kind of a manual retry of a step's task (its successor carries the step).
+TASK_RETRIED = "task.retried"
+
+
+def record_task_retry(
+    conn: sa.Connection, original: Any, successor_id: str, now: dt.datetime
+) -> None:
+    """A manual retry created ``successor_id`` for workflow task ``original``: a PENDING inbox
+    row tells Weave, which moves the step's activation onto the successor if the step still
+    waits for a decision (parked)."""
+    conn.execute(
+        workflow_inbox.insert().values(
+            id=new_id(),
+            namespace=original.namespace,
+            source_event_id=f"retry:{successor_id}",
+            consumer=CONSUMER,
+            instance_id=original.workflow_instance_id,
+            activation_id=original.workflow_activation_id,
+            task_id=successor_id,
+            kind=TASK_RETRIED,
+            payload={"state": "RETRIED", "retry_of": original.id},
+            state="PENDING",
+            received_at=now,
+            attempts=0,
+            next_attempt_at=now,
+        )
+    )
+
+
 def record_task_outcome(
     conn: sa.Connection,
     task: Any,

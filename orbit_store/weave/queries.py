@@ -353,6 +353,11 @@ def _explain(
             f"task finished ({current.task_state}), orchestration not yet advanced "
             f"(inbox lag {ctx.lag:.1f}s)"
         )
+    if step.state == "PARKED" and current.task_state in ("FAILED", "CANCELLED"):
+        return (
+            f"parked: task {current.task_id} failed on review; orbit task retry runs the step "
+            "again, orbit workflow cancel ends the workflow"
+        )
     if step.state == "PARKED":
         return f"parked: task {current.task_id} awaits review (orbit task review)"
     if step.state != "ACTIVE":

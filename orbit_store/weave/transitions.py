@@ -38,6 +38,7 @@ STEP_MOVES: frozenset[tuple[StepState, StepState]] = frozenset(
         (S.PARKED, S.SUCCEEDED),
         (S.PARKED, S.FAILED),
         (S.PARKED, S.CANCELLED),
+        (S.PARKED, S.ACTIVE),  # a manual retry of its task carries the step on
     }
 )
 

@@ -4,7 +4,8 @@ Both need an identity, a reason and the state_version the person looked at; both
 row in the same transaction as the change. Review also needs an evidence reference and an
 explicit declaration that execution has ended; retry needs an explicit safe-to-retry declaration
 and creates a NEW task linked by ``retry_of`` (at most one direct successor) — the original keeps
-its terminal state.
+its terminal state. A retry of a workflow step's task carries the step: the successor keeps the
+workflow links and Weave is told through its inbox (``weave.outcomes.record_task_retry``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from orbit_store.pulse.model import Safety, SubmitResult, TaskState
 from orbit_store.pulse.state.transitions import lock_task, transition
 from orbit_store.pulse.submit.accept import SubmitRequest, admit, enter
 from orbit_store.schema import tasks
+from orbit_store.weave.outcomes import record_task_retry
 
 
 class ReviewDecision(enum.StrEnum):
@@ -144,6 +146,9 @@ def retry_task(
     if successor is not None:
         raise AlreadyRetried(task_id, successor)
     result = enter(conn, request, admission)
+    now = db_now(conn)
+    if original.workflow_activation_id is not None:
+        record_task_retry(conn, original, result.task_id, now)
     record_audit(
         conn,
         namespace=namespace,
@@ -155,7 +160,7 @@ def retry_task(
         reason=reason,
         before={"state": original.state},
         after={"retry_task_id": result.task_id},
-        now=db_now(conn),
+        now=now,
     )
     return result
 
@@ -177,6 +182,9 @@ def _successor(original: Any, task_id: str, actor: str) -> SubmitRequest:
         backoff_multiplier=original.backoff_multiplier,
         safety=Safety(original.safety),
         gate_id=original.gate_id,
+        # A step's task: the successor carries the step (Weave moves the activation onto it).
+        workflow_instance_id=original.workflow_instance_id,
+        workflow_activation_id=original.workflow_activation_id,
         retry_of=task_id,
         submitted_by=actor,
     )
