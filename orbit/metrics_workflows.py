@@ -6,7 +6,7 @@ values are bounded: namespaces and a few fixed states."""
 from __future__ import annotations
 
 import sqlalchemy as sa
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import Metric
 
 from orbit.engines.gauges import gauge
@@ -40,8 +40,21 @@ class WorkflowMetrics:
             registry=registry,
         )
 
+        self.orchestration_lag = Histogram(
+            "orbit_workflow_orchestration_lag_seconds",
+            "From a task outcome (or a signal, a resume) persisted for a workflow to the inbox "
+            "consumer applying it.",
+            ["namespace"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=registry,
+        )
+
     def record(self, report: AdvanceReport) -> None:
         """Count what one Weave transaction did."""
+        if report.orchestration_lag_seconds is not None:
+            self.orchestration_lag.labels(report.namespace).observe(
+                report.orchestration_lag_seconds
+            )
         if report.step_changes:
             self.step_advances.labels(report.namespace).inc(report.step_changes)
         for outcome in report.poll_outcomes:

@@ -117,6 +117,8 @@ def consume(
         raise LostRace(f"inbox row {inbox_id} consumed twice")
     ctx.flush()
     ctx.report.outcome = outcome
+    received = _as_datetime(message.received_at)
+    ctx.report.orchestration_lag_seconds = max((ctx.now - received).total_seconds(), 0.0)
     return ctx.report
 
 
@@ -298,6 +300,10 @@ def record_failure(conn: sa.Connection, *, namespace: str, inbox_id: str, error:
             last_error=error[:1024],
         )
     )
+
+
+def _as_datetime(value: dt.datetime | str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)

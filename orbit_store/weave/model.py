@@ -83,6 +83,8 @@ class AdvanceReport:
     outcome: str = ""
     #: The transaction left its follow-ups to the inbox consumer (wake it).
     deferred_advance: bool = False
+    #: Consuming an inbox row: seconds from its outcome being persisted to this consumption.
+    orchestration_lag_seconds: float | None = None
 
 
 @dataclass(frozen=True)
