@@ -88,6 +88,19 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         ctx.settings.webhook_secrets_dir,
         egress=EgressPolicy.parse(ctx.settings.webhook_allow),
     )
+    inbox_loop = EngineLoop(
+        weave_inbox.LOOP,
+        lambda: weave_inbox.inbox_pass(
+            ctx.engine,
+            ctx.metrics,
+            ctx.wakeups.notify,
+            ctx.settings.weave_workers,
+            max_payload_bytes=ctx.settings.max_payload_bytes,
+        ),
+        ctx.settings.inbox_interval,
+        on_error,
+    )
+    ctx.wake_weave = inbox_loop.wake  # outcomes landing through this process's routes
     return [
         EngineLoop(
             reaper.LOOP,
@@ -104,18 +117,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             ctx.settings.scheduler_interval,
             on_error,
         ),
-        EngineLoop(
-            weave_inbox.LOOP,
-            lambda: weave_inbox.inbox_pass(
-                ctx.engine,
-                ctx.metrics,
-                ctx.wakeups.notify,
-                ctx.settings.weave_workers,
-                max_payload_bytes=ctx.settings.max_payload_bytes,
-            ),
-            ctx.settings.inbox_interval,
-            on_error,
-        ),
+        inbox_loop,
         EngineLoop(
             weave_timers.LOOP,
             lambda: weave_timers.timers_pass(

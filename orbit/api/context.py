@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -28,6 +29,9 @@ class AppContext:
     liveness: ReplicaLiveness
     submit_groups: SubmitGroups
     claimants: Claimants = field(default_factory=Claimants)
+    #: Wakes this process's Weave inbox loop (a workflow may move on); a no-op in an HTTP
+    #: process of `orbit server --workers N`, whose loops run in the supervising process.
+    wake_weave: Callable[[], None] = lambda: None
 
 
 async def app_context(request: Request) -> AppContext:

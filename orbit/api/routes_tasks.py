@@ -255,6 +255,7 @@ def cancel(
     task = _task(ctx, namespace, task_id)
     if result.changed and result.state in OUTCOME_TASK_STATES:
         ctx.metrics.outcomes.labels(namespace, task.queue, result.state).inc()
+        ctx.wake_weave()
     return task
 
 
@@ -289,6 +290,7 @@ def review(
     task = _task(ctx, namespace, task_id)
     ctx.metrics.outcomes.labels(namespace, task.queue, task.state).inc()
     ctx.metrics.reviews.labels(namespace, task.queue, body.decision).inc()
+    ctx.wake_weave()  # a parked workflow step may go on
     return task
 
 

@@ -412,6 +412,7 @@ async def complete(
     state = result.task_state
     if result.status is CompletionStatus.APPLIED and state in OUTCOME_TASK_STATES:
         ctx.metrics.outcomes.labels(namespace, result.queue or "", state).inc()
+        ctx.wake_weave()  # a workflow may wait on it: apply it now, not at the next poll
     return schemas.CompletionResponse(
         status=result.status.value, task_state=result.task_state, reason=result.reason
     )

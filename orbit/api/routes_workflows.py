@@ -57,6 +57,8 @@ def _workflow(ctx: AppContext, namespace: str, instance_id: str, **extra: Any) -
 
 def _record(ctx: AppContext, report: AdvanceReport) -> None:
     ctx.metrics.workflows.record(report)
+    if report.deferred_advance:  # a signal or resume left the follow-ups to the inbox loop
+        ctx.wake_weave()
     for queue, handler in report.ready_tasks:  # new step tasks: wake a worker for each
         ctx.wakeups.notify(report.namespace, queue, handler)
 
