@@ -22,7 +22,7 @@ class ServerSettings:
     scheduler_interval: float = 1.0
     inbox_interval: float = 0.2
     timer_interval: float = 1.0
-    weave_workers: int = 4  # threads consuming the inbox / firing timers side by side
+    weave_workers: int = 8  # threads consuming the inbox / firing timers side by side
     #: Each waiting lease request's own probe: the fallback when the shared probe is off or
     #: a kind of work stays present without being claimable (ready_watch.py).
     lease_poll_interval: float = 1.0
