@@ -16,7 +16,7 @@ from orbit_sdk import Client, Forbidden, NotFound
 from orbit_store.db import run_transaction
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 
-from .conftest import FLOW_SPEC, Server, Tenant, flow_admin
+from .conftest import FLOW_SPEC, Server, Tenant, flow_admin, make_tenant
 
 pytestmark = pytest.mark.slow
 
@@ -169,3 +169,78 @@ def test_a_signal_and_a_resume_are_accepted_whatever_the_quota_issue_seed5(
                     client.get_workflow(admin.namespace, wf.id).step("ship").state == "ACTIVE"
                 ),
             )
+
+
+def test_review_then_retry_of_a_step_task_resumes_the_workflow_inv8(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    """A workflow step's task → unknown outcome → NEEDS_REVIEW (step parked) → reviewed as
+    failed → manual retry: the successor carries the step and the workflow completes."""
+    tenant = make_tenant(server, mariadb_engine, ["admin", "submit", "work", "review"])
+    spec = {
+        "steps": [
+            {"name": "charge", "task": {"handler": "e2e.charge", "safety": "unsafe"}},
+            {"name": "ship", "dependsOn": ["charge"], "task": {"handler": "e2e.ship"}},
+        ]
+    }
+    base = f"{server.url}/v1"
+    tasks = f"{base}/namespaces/{tenant.namespace}/tasks"
+    session = httpx.post(
+        f"{base}/worker-sessions",
+        json={"namespace": tenant.namespace, "worker_name": "w"},
+        headers=tenant.headers,
+    ).json()
+
+    def run_next(outcome: str) -> str:
+        """Lease the next task, start it and report ``outcome``; its id."""
+        lease = wait_for(
+            "a task to lease",
+            lambda: httpx.post(
+                f"{base}/worker-sessions/{session['id']}/lease",
+                json={"max_tasks": 1},
+                headers=tenant.headers,
+            ).json()["leases"],
+        )[0]
+        attempt = f"{base}/attempts/{lease['attempt_id']}"
+        token = {"token": lease["token"]}
+        httpx.post(f"{attempt}/start", json=token, headers=tenant.headers)
+        body = {**token, "outcome": outcome, "result": {"ok": True}}
+        httpx.post(f"{attempt}/complete", json=body, headers=tenant.headers)
+        return str(lease["task_id"])
+
+    with Client(server.url, token=tenant.token) as client:
+        client.publish_workflow(tenant.namespace, "order", spec)
+        wf = client.start_workflow(tenant.namespace, "order")
+
+        def step(name: str) -> Any:
+            return client.get_workflow(tenant.namespace, wf.id).step(name)
+
+        charge = run_next("unknown")
+        wait_for("the step to park", lambda: step("charge").state == "PARKED")
+        current = httpx.get(f"{tasks}/{charge}", headers=tenant.headers).json()
+        reviewed = client.review(
+            tenant.namespace,
+            charge,
+            decision="failed",
+            reason="the provider says not charged",
+            evidence_ref="psp-1",
+            expected_state_version=current["state_version"],
+            execution_ended=True,
+        )
+        retried = client.retry(
+            tenant.namespace,
+            charge,
+            reason="charge again",
+            expected_state_version=reviewed.state_version,
+            safe_to_retry=True,
+        )
+        wait_for(
+            "the retry to carry the step",
+            lambda: step("charge").activations[-1].task_id == retried.id,
+        )
+        assert run_next("succeeded") == retried.id
+        run_next("succeeded")  # ship
+        wait_for(
+            "the workflow to complete",
+            lambda: client.get_workflow(tenant.namespace, wf.id).state == "SUCCEEDED",
+        )
