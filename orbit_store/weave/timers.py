@@ -36,27 +36,30 @@ def due_instances(
     conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
 ) -> list[tuple[str, str]]:
     """(namespace, instance id) of running, unpaused instances with a timer due and not
-    backing off (no locks)."""
+    backing off (no locks): every namespace's oldest in turn — its first, then its second, … —
+    so a burst of due timers in one namespace never holds back another's."""
     now = db_now(conn)
-    query = (
-        sa.select(workflow_instances.c.namespace, workflow_instances.c.id)
-        .where(
-            workflow_instances.c.state == InstanceState.RUNNING.value,
-            workflow_instances.c.wake_at <= now,
-            workflow_instances.c.paused.is_(False),
-            sa.or_(
-                workflow_instances.c.timer_retry_at.is_(None),
-                workflow_instances.c.timer_retry_at <= now,
-            ),
-        )
-        # An instance backing off queues at its retry time, behind timers due before it.
-        .order_by(
-            sa.func.coalesce(workflow_instances.c.timer_retry_at, workflow_instances.c.wake_at)
-        )
-        .limit(limit)
+    # An instance backing off queues at its retry time, behind timers due before it.
+    due_at = sa.func.coalesce(workflow_instances.c.timer_retry_at, workflow_instances.c.wake_at)
+    turn = sa.func.row_number().over(partition_by=workflow_instances.c.namespace, order_by=due_at)
+    due = sa.select(
+        workflow_instances.c.namespace,
+        workflow_instances.c.id,
+        due_at.label("due_at"),
+        turn.label("turn"),
+    ).where(
+        workflow_instances.c.state == InstanceState.RUNNING.value,
+        workflow_instances.c.wake_at <= now,
+        workflow_instances.c.paused.is_(False),
+        sa.or_(
+            workflow_instances.c.timer_retry_at.is_(None),
+            workflow_instances.c.timer_retry_at <= now,
+        ),
     )
     if namespace is not None:
-        query = query.where(workflow_instances.c.namespace == namespace)
+        due = due.where(workflow_instances.c.namespace == namespace)
+    fair = due.subquery("due")
+    query = sa.select(fair.c.namespace, fair.c.id).order_by(fair.c.turn, fair.c.due_at).limit(limit)
     return [(ns, instance_id) for ns, instance_id in conn.execute(query)]
 
 

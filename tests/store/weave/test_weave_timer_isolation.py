@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit.metrics_workflows import workflow_gauges
+from orbit_store.clock import CLOCK_SKEW_OPTION
 from orbit_store.verify import verify
 from orbit_store.weave import queries, service
 
@@ -47,19 +48,22 @@ def test_a_namespace_whose_timers_fail_does_not_stop_another_namespaces_timers(
 ) -> None:
     a, b = two_namespaces
     a.publish("nap", nap_then_work(5))
-    b.publish("nap", nap_then_work(6))  # A's sleeps end first: the oldest due timers
+    b.publish("nap", nap_then_work(6))  # A's sleeps end first
     stuck = [a.start_workflow("nap") for _ in range(3)]
     a.quota("full", max_waiting=0)
     other = b.start_workflow("nap")
     for driver in (a, b):
         driver.advance(10)
 
-    first = timer_pass(b, limit=3)
-    second = timer_pass(b, limit=3)
+    first = timer_pass(b, limit=10)
 
     assert first.errors == 3, "A's firings are refused by its quota"
-    assert second.errors == 0, "and they back off instead of taking the next pass"
     assert b.step_states(other) == {"nap": "SUCCEEDED", "work": "ACTIVE"}
+    # each backs off alone: no pass tries it again before its retry time
+    retry_at = min(a.instance(wf).timer_retry_at for wf in stuck)
+    before_retry = (retry_at - b.now()).total_seconds() - 0.5
+    clock = b.base_engine.execution_options(**{CLOCK_SKEW_OPTION: b.skew + before_retry})
+    assert service.timer_pass(clock, limit=10).errors == 0
     for wf in stuck:
         assert a.step_states(wf) == {"nap": "ACTIVE", "work": "PENDING"}
         with a.engine.connect() as conn:
@@ -82,3 +86,23 @@ def test_a_namespace_whose_timers_fail_does_not_stop_another_namespaces_timers(
         with a.engine.connect() as conn:
             detail = queries.get_detail(conn, a.namespace, wf)
         assert detail is not None and detail.orchestration_error is None
+
+
+def test_a_namespace_with_many_due_timers_does_not_hold_back_another_namespaces(
+    two_namespaces: tuple[WeaveDriver, WeaveDriver],
+) -> None:
+    """A pass takes every namespace's oldest due timers in turn, not the oldest of the
+    database: a burst in one namespace does not delay another's by the length of the burst."""
+    a, b = two_namespaces
+    a.publish("nap", {"steps": [{"name": "nap", "sleep": {"seconds": 5}}]})
+    b.publish("nap", {"steps": [{"name": "nap", "sleep": {"seconds": 6}}]})
+    burst = [a.start_workflow("nap") for _ in range(4)]
+    other = b.start_workflow("nap")
+    for driver in (a, b):
+        driver.advance(10)
+
+    report = timer_pass(b, limit=3)
+
+    assert report.errors == 0 and len(report.reports) == 3
+    assert b.instance(other).state == "SUCCEEDED", "B's one timer is in the first pass"
+    assert sum(a.instance(wf).state == "SUCCEEDED" for wf in burst) == 2
