@@ -9,7 +9,11 @@ over HTTP (SDK, several threads) while the workers run; measured from the databa
   second phase, one instance at a time with idle workers;
 - orchestration lag: a task's outcome persisted → consumed by the inbox loop (p50, p99).
 
-Usage: ``.venv/bin/python bench/workflows.py [--instances 1000] [--quick] [--keep]``.
+With ``--raw`` the same run then does the same work in plain SQL (``bench/raw_workflows.py``:
+as many worker processes as slots, as many consumer processes as the server has consumer
+threads): the ceiling of these rows' writes on this machine, beside Orbit's figures.
+
+Usage: ``.venv/bin/python bench/workflows.py [--instances 1000] [--quick] [--raw] [--keep]``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -30,6 +35,7 @@ from typing import Any
 
 import httpx
 import pymysql
+import raw_workflows
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
@@ -195,19 +201,22 @@ def explain_loops(url: str) -> None:
     with engine.connect() as conn:
         for statement, params in captured:
             plan = conn.exec_driver_sql("EXPLAIN FORMAT=JSON " + statement, params).scalar()
-            table = _find(json.loads(plan), "table")
-            say(
-                f"  {statement.split('FROM ')[1].split()[0]:20} access_type=",
-                f"{table.get('access_type')} key={table.get('key')} rows~{table.get('rows')}",
-            )
+            for table in _tables(json.loads(plan)):  # the timer scan reads a derived table
+                say(
+                    f"  {table.get('table_name', '?'):20} access_type=",
+                    f"{table.get('access_type')} key={table.get('key')} rows~{table.get('rows')}",
+                )
     engine.dispose()
 
 
-def _find(node: Any, key: str) -> Any:
-    if isinstance(node, dict):
-        return node[key] if key in node else _find(list(node.values()), key)
-    found = [_find(item, key) for item in node] if isinstance(node, list) else []
-    return next((f for f in found if f), {})
+def _tables(node: Any) -> list[dict[str, Any]]:
+    """Every table access of an EXPLAIN FORMAT=JSON plan, outermost first."""
+    if isinstance(node, list):
+        return [t for item in node for t in _tables(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["table"]] if isinstance(node.get("table"), dict) else []
+    return own + [t for key, value in node.items() for t in _tables(value)]
 
 
 def show(title: str, m: dict[str, Any]) -> None:
@@ -224,6 +233,53 @@ def show(title: str, m: dict[str, Any]) -> None:
         )
 
 
+#: Consumer processes and starting processes of the raw-SQL run: as the server's consumer threads
+#: (``weave_workers``) and this script's starting threads.
+RAW_CONSUMERS, RAW_STARTERS = 8, 8
+
+
+def run_raw(bench: Bench, pool: Any, args: argparse.Namespace) -> None:
+    """The same instances in plain SQL, measured the same way."""
+    for proc in bench.procs:  # the machine to itself, as Orbit had it
+        proc.send_signal(signal.SIGTERM)
+    for proc in bench.procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(15)
+    raw_workflows.make_tables(bench.db)
+    slots = args.workers * args.concurrency
+    raw_workflows.raw_run(
+        pool, args.database_url, "raw", args.instances, slots, RAW_CONSUMERS, RAW_STARTERS
+    )
+    ((instances, created, finished),) = bench.query(
+        "SELECT COUNT(*), MIN(created_at), MAX(finished_at) FROM raw_wf_instances"
+    )
+    ((advances,),) = bench.query("SELECT COUNT(*) FROM raw_wf_events")
+    latency = [
+        row[0] / 1000
+        for row in bench.query(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, finished_at) FROM raw_wf_instances"
+        )
+    ]
+    lag = [
+        row[0] / 1000
+        for row in bench.query(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, received_at, consumed_at) FROM raw_wf_inbox"
+        )
+    ]
+    measured = {
+        "instances": instances,
+        "seconds": (finished - created).total_seconds(),
+        "advances": advances,
+        "latency": latency,
+        "lag": lag,
+    }
+    show(
+        f"raw SQL, the same {args.instances} instances ({slots} worker processes, "
+        f"{RAW_CONSUMERS} consumers):",
+        measured,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
@@ -235,6 +291,7 @@ def main() -> None:
     add("--submitters", type=int, default=8, help="threads starting workflows (default 8)")
     add("--quick", action="store_true", help="100 concurrent instances, 10 one at a time")
     add("--keep", action="store_true", help="keep the database and the logs")
+    add("--raw", action="store_true", help="the same work in plain SQL too (raw_workflows.py)")
     args = parser.parse_args()
     if args.quick:
         args.instances, args.solo = 100, 10
@@ -247,6 +304,11 @@ def main() -> None:
     with server.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         cur.execute(f"CREATE DATABASE `{name}`")
+    raw_pool = None
+    if args.raw:  # forked before any thread exists
+        raw_pool = multiprocessing.get_context("fork").Pool(
+            RAW_CONSUMERS + RAW_STARTERS + args.workers * args.concurrency
+        )
     bench = Bench(args, logs)
     try:
         say(bench.orbit("admin", "migrate").strip().splitlines()[-1])
@@ -270,6 +332,8 @@ def main() -> None:
                 client.wait_workflow(NS, wf.id, timeout=60, poll_interval=0.05)
             show(f"{args.solo} instances one at a time, idle workers:", bench.measure(mark))
         explain_loops(args.database_url)
+        if raw_pool is not None:
+            run_raw(bench, raw_pool, args)
     finally:
         for proc in bench.procs:
             if proc.poll() is None:
@@ -279,6 +343,8 @@ def main() -> None:
                 proc.wait(15)
             if proc.poll() is None:
                 proc.kill()
+        if raw_pool is not None:
+            raw_pool.terminate()
         if not args.keep:
             with server.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
