@@ -56,18 +56,30 @@ class Due:
 def due_messages(
     conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
 ) -> list[Due]:
-    """PENDING rows whose (re)try time has come, oldest first (no locks: consume re-checks)."""
-    query = (
-        sa.select(workflow_inbox.c.id, workflow_inbox.c.namespace, workflow_inbox.c.instance_id)
-        .where(
-            workflow_inbox.c.state == "PENDING",
-            workflow_inbox.c.next_attempt_at <= db_now(conn),
-        )
-        .order_by(workflow_inbox.c.next_attempt_at)
-        .limit(limit)
+    """PENDING rows whose (re)try time has come (no locks: consume re-checks): every
+    namespace's oldest in turn — its first, then its second, … — so one namespace's backlog
+    never holds back another's; within a namespace (so within an instance) oldest first."""
+    turn = sa.func.row_number().over(
+        partition_by=workflow_inbox.c.namespace, order_by=workflow_inbox.c.next_attempt_at
+    )
+    due = sa.select(
+        workflow_inbox.c.id,
+        workflow_inbox.c.namespace,
+        workflow_inbox.c.instance_id,
+        workflow_inbox.c.next_attempt_at,
+        turn.label("turn"),
+    ).where(
+        workflow_inbox.c.state == "PENDING",
+        workflow_inbox.c.next_attempt_at <= db_now(conn),
     )
     if namespace is not None:
-        query = query.where(workflow_inbox.c.namespace == namespace)
+        due = due.where(workflow_inbox.c.namespace == namespace)
+    fair = due.subquery("due")
+    query = (
+        sa.select(fair.c.id, fair.c.namespace, fair.c.instance_id)
+        .order_by(fair.c.turn, fair.c.next_attempt_at)
+        .limit(limit)
+    )
     return [Due(*row) for row in conn.execute(query)]
 
 
