@@ -1,7 +1,8 @@
 """Per-item isolation in every engine loop (ORBIT.md §3): one bad item — a lease, an inbox row, a
 workflow's timers, a delivery, a gauge reader — is logged naming it, counted in
 ``orbit_engine_item_errors_total{loop}``, and never stops the others; a pass that fails as a
-whole is ``orbit_engine_errors_total{loop}``. (The scheduler's case is in test_schedule_loop.py.)
+whole is ``orbit_engine_errors_total{loop}``. (The scheduler's case is in
+schedules/test_schedule_loop.py.)
 
 A defect we have not found yet is played by making the item's own transaction raise."""
 

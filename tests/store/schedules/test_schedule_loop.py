@@ -10,7 +10,7 @@ from orbit.engines.scheduler import scheduler_pass
 from orbit.metrics import Metrics
 from orbit_store.schema import schedules as schedules_table
 
-from .schedule_driver import ScheduleDriver
+from ..schedule_driver import ScheduleDriver
 
 T = dt.datetime(2026, 6, 1, 10, 0)
 
