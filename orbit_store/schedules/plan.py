@@ -7,8 +7,10 @@ whichever replica asks, so each instant is decided exactly once (invariant 5).
 
 - **On time** — at most :data:`MISFIRE_GRACE` late: fires.
 - **Misfired** — later than that (no scheduler ran: an outage, a deploy, an overloaded loop):
-  ``misfirePolicy`` decides. Skip fires none of them; FireOnce fires only the latest due instant;
-  CatchUp fires the latest ``catchUpLimit`` of them, oldest first. The others are one MISSED run.
+  ``misfirePolicy`` decides. Skip fires none of the late ones (on-time ones after them fire);
+  FireOnce fires only the latest instant due now, late or not, as a CronJob fires only its most
+  recent missed time; CatchUp fires the latest ``catchUpLimit`` late ones, oldest first, and the
+  on-time ones. The others are one MISSED run.
 - **startingDeadlineSeconds** then turns any instant chosen to fire but later than that into
   MISSED, as in a Kubernetes CronJob.
 """
@@ -57,7 +59,7 @@ def decide(cron: Cron, policies: Policies, first: dt.datetime, now: dt.datetime)
     if now - first <= MISFIRE_GRACE:
         return _deadline(Fire(first, Reason.SCHEDULED), policies, now)
     horizon = now if policies.end_at is None else min(now, policies.end_at)
-    kept = _kept_late_instants(cron, policies, first, horizon, now)
+    kept = _kept_instants(cron, policies, first, horizon, now)
     if kept and kept[0] == first:
         reason = (
             Reason.FIRE_ONCE if policies.misfire is MisfirePolicy.FIRE_ONCE else Reason.CATCH_UP
@@ -67,11 +69,11 @@ def decide(cron: Cron, policies: Policies, first: dt.datetime, now: dt.datetime)
     return _missed_run(cron, policies, first, stop, horizon, now)
 
 
-def _kept_late_instants(
+def _kept_instants(
     cron: Cron, policies: Policies, first: dt.datetime, horizon: dt.datetime, now: dt.datetime
 ) -> list[dt.datetime]:
-    """The late instants (between ``first`` and ``horizon``) the misfire policy fires, oldest
-    first."""
+    """The instants between ``first`` and ``horizon`` the misfire policy fires out of turn, oldest
+    first: the late ones CatchUp keeps, or the one FireOnce keeps (the latest due, late or not)."""
     if policies.misfire is MisfirePolicy.SKIP:
         return []
     wanted = 1 if policies.misfire is MisfirePolicy.FIRE_ONCE else policies.catch_up_limit
@@ -80,7 +82,7 @@ def _kept_late_instants(
     )
     if policies.misfire is MisfirePolicy.FIRE_ONCE:
         latest = next(newest_first, None)
-        return [latest] if latest is not None and now - latest > MISFIRE_GRACE else []
+        return [] if latest is None else [latest]
     late_ones = (at for at in newest_first if now - at > MISFIRE_GRACE)
     return sorted(itertools.islice(late_ones, wanted))
 

@@ -240,6 +240,36 @@ def test_each_misfire_policy_after_a_3_hour_outage(
     assert schedules.decided()[-1] == (T + 13 * every_15, "FIRED", "Scheduled")
 
 
+def test_fire_once_after_an_outage_just_past_the_threshold_fires_the_latest_instant(
+    schedules: ScheduleDriver,
+) -> None:
+    """As a CronJob does: after an outage, one task, for the latest instant that came due."""
+    every_15 = dt.timedelta(seconds=15)
+    schedules.travel(T - dt.timedelta(seconds=0.5))
+    schedules.create(cron="*/15 * * * * *")  # FireOnce is the default
+    schedules.run_at(T + dt.timedelta(seconds=75.5))  # T+0s is 75 s late, T+75s is not
+
+    assert [(o.scheduled_at, o.instants, o.status, o.reason) for o in schedules.occurrences()] == [
+        (T, 5, "MISSED", "MisfireFireOnce"),
+        (T + 5 * every_15, 1, "FIRED", "Scheduled"),
+    ]
+    assert len(schedules.tasks()) == 1
+
+
+def test_fire_once_honours_the_starting_deadline_of_the_latest_instant(
+    schedules: ScheduleDriver,
+) -> None:
+    schedules.travel(T - dt.timedelta(seconds=0.5))
+    schedules.create(cron="*/15 * * * * *", starting_deadline_seconds=5)
+    schedules.run_at(T + dt.timedelta(seconds=82))  # the latest, T+75s, is 7 s late
+
+    assert [(o.instants, o.status, o.reason) for o in schedules.occurrences()] == [
+        (5, "MISSED", "MisfireFireOnce"),
+        (1, "MISSED", "StartingDeadlineExceeded"),
+    ]
+    assert schedules.tasks() == []
+
+
 def test_catch_up_still_honours_the_starting_deadline(schedules: ScheduleDriver) -> None:
     schedules.travel(at(-0.5, 0))
     schedules.create(
