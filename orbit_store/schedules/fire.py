@@ -2,13 +2,17 @@
 and the schedule's progress commit in one transaction (invariant 5).
 
 Lock order: the schedule row first (claimed ``FOR UPDATE SKIP LOCKED`` on MySQL/MariaDB, so a
-replica never waits for another one busy with the same schedule), then Pulse's own order inside
-``submit_task`` (quota rows → the new task's rows), then the previous tasks a Replace cancels
-(task rows by id, through ``cancel_task``). The claim re-reads ``next_fire_at <= now`` under the
-lock, so two scheduler replicas never decide the same instant; UNIQUE (schedule_id, scheduled_at)
-and the task's idempotency key (schedule id + instant) are the second and third lines of defence
-(invariant 6). A task refused by the queue or a quota is recorded as a SKIPPED occurrence with
-that reason — the instant is decided, never retried forever.
+replica never waits for another one busy with the same schedule), then Pulse's own order: for a
+Replace, the new task's queue row (shared), the previous tasks by id, their attempts, keys and
+quota rows (``cancel_tasks``); then ``submit_task`` (queue, key, quota rows → the new task's
+rows). A Replace's new task holds the schedule's own concurrency key (limit 1), so it waits
+until the tasks it replaced have ended, as a CronJob deletes the old Job first.
+
+The claim re-reads ``next_fire_at <= now`` under the lock, so two scheduler replicas never decide
+the same instant; UNIQUE (schedule_id, scheduled_at) and the task's idempotency key (schedule id +
+instant) are the second and third lines of defence (invariant 6). A task refused by the queue or a
+quota is recorded as a SKIPPED occurrence with that reason — the instant is decided, never retried
+forever.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, utc_now
 from orbit_store.errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
-from orbit_store.pulse.manual.cancel import cancel_task
+from orbit_store.pulse.limits.queues import lock_submission_scope
+from orbit_store.pulse.manual.cancel import cancel_tasks
 from orbit_store.pulse.model import TaskState
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import schedules, tasks
@@ -38,7 +43,6 @@ from .plan import Fire, Miss, Policies, decide
 from .progress import move, record
 
 UNFINISHED = (TaskState.WAITING, TaskState.LEASED, TaskState.RUNNING, TaskState.NEEDS_REVIEW)
-REPLACE_BATCH = 100
 SUBMIT_REFUSALS: tuple[tuple[type[Exception], Reason], ...] = (
     (NotFound, Reason.QUEUE_NOT_FOUND),
     (QuotaExceeded, Reason.QUOTA_EXCEEDED),
@@ -135,29 +139,55 @@ def apply_fire(conn: sa.Connection, row: sa.Row[Any], fire: Fire, now: dt.dateti
             None,
         )
     template = TaskTemplate.from_json(row.task_template)
+    request = _request(row, template, fire.instant, policy)
     try:
-        with conn.begin_nested():
-            submitted = submit_task(conn, _request(row, template, fire.instant))
+        with conn.begin_nested():  # a refused submission cancels nothing
+            if previous:
+                _cancel_previous(conn, row, request, previous, fire.instant)
+            submitted = submit_task(conn, request)
     except (NotFound, QuotaExceeded, Conflict, InvalidRequest) as exc:
         reason = next(r for cls, r in SUBMIT_REFUSALS if isinstance(exc, cls))
         return OccurrenceStatus.SKIPPED, reason, f"task not created: {exc}", None
     late = (now - fire.instant).total_seconds()
     message = f"fired {late:.1f}s after its instant" + _misfire_note(fire.reason)
-    for task in previous:
-        cancel_task(
-            conn,
-            namespace=row.namespace,
-            task_id=task.id,
-            actor=f"schedule/{row.name}",
-            reason=f"replaced by the {fire.instant:%Y-%m-%dT%H:%M:%S}Z fire of schedule {row.name}",
-        )
     if previous:
-        message += f"; concurrencyPolicy Replace cancelled {_describe(previous)}"
+        message += (
+            f"; concurrencyPolicy Replace cancelled {_describe(previous)}; the new task "
+            "starts once they have ended"
+        )
     reason = Reason.REPLACED if previous else fire.reason
     return OccurrenceStatus.FIRED, reason, message, submitted.task_id
 
 
-def _request(row: sa.Row[Any], template: TaskTemplate, instant: dt.datetime) -> SubmitRequest:
+def replace_key(schedule_id: str) -> str:
+    """The concurrency key (limit 1) every task of a Replace schedule holds while it runs, so a
+    new fire's task waits until the tasks it replaced have ended."""
+    return f"schedule:{schedule_id}"
+
+
+def _cancel_previous(
+    conn: sa.Connection,
+    row: sa.Row[Any],
+    request: SubmitRequest,
+    previous: list[sa.Row[Any]],
+    instant: dt.datetime,
+) -> None:
+    """Cancel every unfinished previous task (Replace), in Pulse's lock order: the new task's
+    queue row (shared) first, then the tasks by id, their attempts, keys and quota rows."""
+    lock_submission_scope(conn, row.namespace, request.queue)
+    cancel_tasks(
+        conn,
+        namespace=row.namespace,
+        task_ids=[t.id for t in previous],
+        actor=f"schedule/{row.name}",
+        reason=f"replaced by the {instant:%Y-%m-%dT%H:%M:%S}Z fire of schedule {row.name}",
+    )
+
+
+def _request(
+    row: sa.Row[Any], template: TaskTemplate, instant: dt.datetime, policy: ConcurrencyPolicy
+) -> SubmitRequest:
+    replace = policy is ConcurrencyPolicy.REPLACE
     return SubmitRequest(
         namespace=row.namespace,
         queue=template.queue,
@@ -169,11 +199,14 @@ def _request(row: sa.Row[Any], template: TaskTemplate, instant: dt.datetime) -> 
         safety=template.safety,
         schedule_id=row.id,
         submitted_by=f"schedule/{row.name}",
+        concurrency_key=replace_key(row.id) if replace else None,
+        concurrency_limit=1 if replace else None,
     )
 
 
 def _unfinished_tasks(conn: sa.Connection, row: sa.Row[Any]) -> list[sa.Row[Any]]:
-    """The schedule's tasks that are not terminal (a plain read; ix_tasks_schedule)."""
+    """The schedule's tasks that are not terminal, all of them (a plain read; ix_tasks_schedule).
+    Replace keeps them to one or two; more only after the policy changed to Replace."""
     return list(
         conn.execute(
             sa.select(tasks.c.id, tasks.c.state)
@@ -183,7 +216,6 @@ def _unfinished_tasks(conn: sa.Connection, row: sa.Row[Any]) -> list[sa.Row[Any]
                 tasks.c.state.in_([s.value for s in UNFINISHED]),
             )
             .order_by(tasks.c.id)
-            .limit(REPLACE_BATCH)
         )
     )
 

@@ -73,6 +73,37 @@ def test_apply_a_schedule_the_server_fires_it_a_worker_runs_it_and_get_shows_it(
     assert refused.returncode == 1 and "declared by a Schedule resource" in refused.stderr
 
 
+def test_replace_never_runs_the_new_task_beside_the_one_it_replaces(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    """concurrencyPolicy Replace as a CronJob has it: each fire asks the running task to stop
+    and its own task starts only once that one has ended — here the handler ignores the request
+    and finishes, so runs follow each other, never overlap."""
+    with Client(tenant.server.url, token=tenant.token) as client:
+        client.create_schedule(
+            tenant.namespace,
+            "replacing",
+            cron="*/2 * * * * *",
+            handler="e2e.alone",
+            params={"seconds": 3},
+            concurrency_policy="Replace",
+        )
+    tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="4")
+    log = tmp_path / "alone"
+
+    def three_ended() -> list[str] | None:
+        found = log.read_text().splitlines() if log.exists() else []
+        return found if sum(line.startswith("end ") for line in found) >= 3 else None
+
+    found = [line.split() for line in wait_until(three_ended, timeout=60)]
+    runs = len(found) // 2
+    assert [kind for kind, _ in found[: 2 * runs]] == ["start", "end"] * runs, found
+    assert all(found[2 * i][1] == found[2 * i + 1][1] for i in range(runs)), found
+    with Client(tenant.server.url, token=tenant.token) as client:
+        view = client.get_schedule(tenant.namespace, "replacing", occurrences=50)
+    assert "Replaced" in {o.reason for o in view.occurrences}
+
+
 def test_schedules_through_the_sdk_and_http(tenant: Tenant) -> None:
     ns = tenant.namespace
     with Client(tenant.server.url, token=tenant.token) as client:

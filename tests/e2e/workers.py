@@ -59,6 +59,16 @@ def slow(ctx: Any, params: Any) -> Any:
     return {"slept": params.get("seconds", 1)}
 
 
+@worker.handler("e2e.alone")
+def alone(ctx: Any, params: Any) -> Any:
+    """Works for a while without looking at cancel requests; its start and end go to one file,
+    in order, so a test sees whether two of them ever ran at once."""
+    record("alone", f"start {ctx.task_id}")
+    time.sleep(params.get("seconds", 1))
+    record("alone", f"end {ctx.task_id}")
+    return {"slept": params.get("seconds", 1)}
+
+
 @worker.handler("e2e.cancellable")
 def cancellable(ctx: Any, params: Any) -> Any:
     record("cancellable-started", ctx.task_id)

@@ -11,8 +11,9 @@ import sqlalchemy as sa
 
 from orbit_store.pulse.limits.queues import delete_queue
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
+from orbit_store.pulse.model import Outcome
 from orbit_store.schedules.fire import fire_next, submission_key
-from orbit_store.schedules.model import InvalidSchedule
+from orbit_store.schedules.model import ConcurrencyPolicy, InvalidSchedule
 from orbit_store.schema import submission_keys
 
 from ..pulse_driver import PulseDriver
@@ -179,6 +180,80 @@ def test_replace_cancels_the_previous_task_and_fires(
         ("FIRED", "Replaced"),
     ]
     assert f"cancelled task {first.id} (RUNNING)" in schedules.occurrences()[1].message
+
+
+def test_replace_starts_the_new_task_only_once_the_previous_one_has_ended(
+    schedules: ScheduleDriver, pulse: PulseDriver
+) -> None:
+    """As a CronJob deletes the old Job before it creates the new one: old and new never run
+    at once."""
+    schedules.travel(at(-1, 30))
+    schedules.create(concurrency_policy="Replace")
+    schedules.run_at(at(0))
+    running = pulse.claim_one()
+    pulse.start(running)
+    schedules.run_at(at(1))
+
+    assert pulse.claim(limit=5) == [], "the new task waits while the old one runs"
+    pulse.complete(running, Outcome.CANCELLED)  # its worker confirms the handler stopped
+    first, second = schedules.tasks()
+    assert first.state == "CANCELLED"
+    assert pulse.claim_one().task_id == second.id
+
+
+def test_replace_waits_for_a_previous_task_that_finishes_instead_of_stopping(
+    schedules: ScheduleDriver, pulse: PulseDriver
+) -> None:
+    schedules.travel(at(-1, 30))
+    schedules.create(concurrency_policy="Replace")
+    schedules.run_at(at(0))
+    running = pulse.claim_one()
+    pulse.start(running)
+    schedules.run_at(at(1))
+    assert pulse.claim(limit=5) == []
+    pulse.succeed(running)  # it finished before it saw the cancel: its success stands
+    first, second = schedules.tasks()
+    assert first.state == "SUCCEEDED"
+    assert pulse.claim_one().task_id == second.id
+
+
+def test_replace_cancels_every_unfinished_previous_task_however_many(
+    schedules: ScheduleDriver, pulse: PulseDriver
+) -> None:
+    schedules.travel(T - dt.timedelta(seconds=0.5))
+    schedules.create(cron="* * * * * *", misfire_policy="CatchUp", catch_up_limit=200)
+    schedules.travel(T + dt.timedelta(seconds=149.5))
+    while schedules.run().steps:  # 150 every-second instants fire, nobody works on them
+        pass
+    previous = [t.id for t in schedules.tasks()]
+    assert len(previous) >= 150  # and more, if the passes took seconds of the clock
+    schedules.update(concurrency_policy=ConcurrencyPolicy.REPLACE)
+    schedules.run_at(schedules.now() + dt.timedelta(seconds=1.5))
+
+    states = {t.id: t.state for t in schedules.tasks()}
+    assert {states[task_id] for task_id in previous} == {"CANCELLED"}
+    *replaced, new = sorted(task_id for task_id in states if task_id not in previous)
+    assert states[new] == "WAITING"
+    assert {states[task_id] for task_id in replaced} <= {"CANCELLED"}  # fired and replaced since
+    assert pulse.claim_one().task_id == new
+    first_replace = next(o for o in schedules.occurrences() if o.reason == "Replaced")
+    assert f"and {len(previous) - 3} more" in first_replace.message
+
+
+def test_replace_refused_by_a_quota_cancels_nothing(
+    schedules: ScheduleDriver, pulse: PulseDriver
+) -> None:
+    schedules.travel(at(-1, 30))
+    schedules.create(concurrency_policy="Replace")
+    schedules.run_at(at(0))
+    pulse.start(pulse.claim_one())
+    pulse.submit("other.job")  # fills the quota below
+    pulse.tx(lambda c: put_quota(c, pulse.namespace, QuotaSpec(name="full", max_waiting=1)))
+    schedules.run_at(at(1))
+
+    [first] = schedules.tasks()
+    assert (first.state, bool(first.cancel_requested)) == ("RUNNING", False)
+    assert schedules.decided()[-1][1:] == ("SKIPPED", "QuotaExceeded")
 
 
 # --- startingDeadlineSeconds and misfires ----------------------------------------------------
