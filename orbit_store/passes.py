@@ -46,21 +46,33 @@ class ItemPass:
         try:
             return work()
         except Exception as exc:
-            with self._lock:
-                self.errors += 1
-            log.exception(
-                "%s: %s in namespace %s failed; skipped, the pass goes on",
-                self.loop,
-                item,
-                namespace,
-                extra={"loop": self.loop, "namespace": namespace, "item": item},
-            )
-            if on_error is not None:
-                try:
-                    on_error(exc)
-                except Exception:
-                    log.exception("%s: could not record the failure of %s", self.loop, item)
+            self.failed(exc, namespace=namespace, item=item, on_error=on_error)
             return None
+
+    def failed(
+        self,
+        exc: Exception,
+        *,
+        namespace: str,
+        item: str,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        """Log and count ``exc`` against ``item`` — also for a batch that left one item out."""
+        with self._lock:
+            self.errors += 1
+        log.error(
+            "%s: %s in namespace %s failed; skipped, the pass goes on",
+            self.loop,
+            item,
+            namespace,
+            exc_info=exc,
+            extra={"loop": self.loop, "namespace": namespace, "item": item},
+        )
+        if on_error is not None:
+            try:
+                on_error(exc)
+            except Exception:
+                log.exception("%s: could not record the failure of %s", self.loop, item)
 
     def run(
         self,

@@ -49,6 +49,9 @@ SUBMIT_REFUSALS: tuple[tuple[type[Exception], Reason], ...] = (
     (Conflict, Reason.SUBMIT_CONFLICT),
     (InvalidRequest, Reason.INVALID_TASK),
 )
+#: What a fire may meet that is the schedule's own: a refusal of its task, or a stored template
+#: that cannot be read; recorded as a SKIPPED occurrence with the reason.
+SUBMIT_ERRORS = (NotFound, QuotaExceeded, Conflict, InvalidRequest, KeyError, ValueError, TypeError)
 Verdict = tuple[OccurrenceStatus, Reason, str, str | None]
 
 
@@ -71,13 +74,7 @@ def fire_next(conn: sa.Connection, *, namespace: str, schedule_id: str) -> FireS
     if row.next_fire_at is None or row.next_fire_at > now:
         return None
     cron = parse(row.cron, row.time_zone)
-    policies = Policies(
-        MisfirePolicy(row.misfire_policy),
-        row.catch_up_limit,
-        row.starting_deadline_seconds,
-        row.end_at,
-    )
-    decision = decide(cron, policies, row.next_fire_at, now)
+    decision = decide(cron, policies_of(row), row.next_fire_at, now)
     if isinstance(decision, Miss):
         verdict: Verdict = (OccurrenceStatus.MISSED, decision.reason, decision.message, None)
         first, through, instants = decision.first, decision.through, decision.instants
@@ -117,11 +114,45 @@ def fire_next(conn: sa.Connection, *, namespace: str, schedule_id: str) -> FireS
     )
 
 
+def policies_of(row: sa.Row[Any]) -> Policies:
+    """The schedule row's policies that :func:`~.plan.decide` applies."""
+    return Policies(
+        MisfirePolicy(row.misfire_policy),
+        row.catch_up_limit,
+        row.starting_deadline_seconds,
+        row.end_at,
+    )
+
+
 def apply_fire(conn: sa.Connection, row: sa.Row[Any], fire: Fire, now: dt.datetime) -> Verdict:
     """Apply concurrencyPolicy, then submit the task (quotas, queue checks, idempotency); the
     schedule row is locked by the caller. Also the core of a manual trigger (``trigger.py``)."""
     policy = ConcurrencyPolicy(row.concurrency_policy)
-    previous = _unfinished_tasks(conn, row) if policy is not ConcurrencyPolicy.ALLOW else []
+    previous = unfinished_tasks(conn, row) if policy is not ConcurrencyPolicy.ALLOW else []
+    held_back = concurrency_verdict(policy, previous)
+    if held_back is not None:
+        return held_back
+    try:
+        request = request_for(row, fire.instant)
+        with conn.begin_nested():  # a refused submission cancels nothing
+            if previous:
+                _cancel_previous(conn, row, request, previous, fire.instant)
+            submitted = submit_task(conn, request)
+    except SUBMIT_ERRORS as exc:
+        return refused(exc)
+    message = fired_message(fire, now)
+    if previous:
+        message += (
+            f"; concurrencyPolicy Replace cancelled {_describe(previous)}; the new task "
+            "starts once they have ended"
+        )
+    reason = Reason.REPLACED if previous else fire.reason
+    return OccurrenceStatus.FIRED, reason, message, submitted.task_id
+
+
+def concurrency_verdict(policy: ConcurrencyPolicy, previous: list[sa.Row[Any]]) -> Verdict | None:
+    """The SKIPPED verdict when the unfinished ``previous`` tasks hold this fire back (Forbid,
+    or one awaiting review); None when it may go ahead."""
     if previous and policy is ConcurrencyPolicy.FORBID:
         return (
             OccurrenceStatus.SKIPPED,
@@ -138,25 +169,18 @@ def apply_fire(conn: sa.Connection, row: sa.Row[Any], fire: Fire, now: dt.dateti
             "replaced; review it (`orbit task review`) and the next instant fires",
             None,
         )
-    template = TaskTemplate.from_json(row.task_template)
-    request = _request(row, template, fire.instant, policy)
-    try:
-        with conn.begin_nested():  # a refused submission cancels nothing
-            if previous:
-                _cancel_previous(conn, row, request, previous, fire.instant)
-            submitted = submit_task(conn, request)
-    except (NotFound, QuotaExceeded, Conflict, InvalidRequest) as exc:
-        reason = next(r for cls, r in SUBMIT_REFUSALS if isinstance(exc, cls))
-        return OccurrenceStatus.SKIPPED, reason, f"task not created: {exc}", None
+    return None
+
+
+def refused(exc: Exception) -> Verdict:
+    """The SKIPPED verdict of a task the submission refused (or a template it cannot read)."""
+    reason = next((r for cls, r in SUBMIT_REFUSALS if isinstance(exc, cls)), Reason.INVALID_TASK)
+    return OccurrenceStatus.SKIPPED, reason, f"task not created: {exc}", None
+
+
+def fired_message(fire: Fire, now: dt.datetime) -> str:
     late = (now - fire.instant).total_seconds()
-    message = f"fired {late:.1f}s after its instant" + _misfire_note(fire.reason)
-    if previous:
-        message += (
-            f"; concurrencyPolicy Replace cancelled {_describe(previous)}; the new task "
-            "starts once they have ended"
-        )
-    reason = Reason.REPLACED if previous else fire.reason
-    return OccurrenceStatus.FIRED, reason, message, submitted.task_id
+    return f"fired {late:.1f}s after its instant" + _misfire_note(fire.reason)
 
 
 def replace_key(schedule_id: str) -> str:
@@ -184,10 +208,11 @@ def _cancel_previous(
     )
 
 
-def _request(
-    row: sa.Row[Any], template: TaskTemplate, instant: dt.datetime, policy: ConcurrencyPolicy
-) -> SubmitRequest:
-    replace = policy is ConcurrencyPolicy.REPLACE
+def request_for(row: sa.Row[Any], instant: dt.datetime) -> SubmitRequest:
+    """The submission of the schedule's task for ``instant`` (its template; KeyError,
+    ValueError or TypeError when the stored template cannot be read)."""
+    template = TaskTemplate.from_json(row.task_template)
+    replace = row.concurrency_policy == ConcurrencyPolicy.REPLACE.value
     return SubmitRequest(
         namespace=row.namespace,
         queue=template.queue,
@@ -204,7 +229,7 @@ def _request(
     )
 
 
-def _unfinished_tasks(conn: sa.Connection, row: sa.Row[Any]) -> list[sa.Row[Any]]:
+def unfinished_tasks(conn: sa.Connection, row: sa.Row[Any]) -> list[sa.Row[Any]]:
     """The schedule's tasks that are not terminal, all of them (a plain read; ix_tasks_schedule).
     Replace keeps them to one or two; more only after the policy changed to Replace."""
     return list(
