@@ -2,9 +2,12 @@
 
 Creates N every-minute schedules (``create_schedule``, spread over namespaces) in a database of
 its own, then runs R scheduler processes — each the server's own loop body
-(``orbit.engines.scheduler.scheduler_pass``) every ``--interval`` seconds, like R ``orbit server``
-replicas — for M minutes of wall-clock time. Every instant is due at the same second for all N
-schedules, the worst case. Reports, from the occurrence rows and the processes' own accounting:
+(``orbit.engines.scheduler.scheduler_pass``, its default batch size and threads) every
+``--interval`` seconds (the server's default), like R ``orbit server`` replicas — for M minutes of
+wall-clock time. Every instant is due at the same second for all N schedules, the worst case.
+Then, in the same run, the same work in plain SQL (``bench/raw_schedules.py``: copies of the same
+schedules, ``--raw-processes`` processes) for the same M minutes. Reports for both, from the
+occurrence rows and the processes' own accounting:
 
 - fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences): p50, p99, max;
 - scheduler CPU per decision (user+system time of the scheduler processes / instants decided) and,
@@ -13,8 +16,9 @@ schedules, the worst case. Reports, from the occurrence rows and the processes' 
 - anything not FIRED (nothing, while the replicas keep up: no quota, Allow, default queue);
 - the plan MariaDB chooses for the scheduler's scan over the N schedules (``ix_schedules_due``).
 
-Usage: ``.venv/bin/python bench/schedules.py [--schedules 10000] [--minutes 3] [--replicas 2]``
-(``--quick``: 1,000 schedules for 1 minute). The database is dropped afterwards.
+Usage: ``.venv/bin/python bench/schedules.py [--schedules 10000] [--minutes 3] [--replicas 1]``
+(``--quick``: 1,000 schedules for 1 minute; ``--no-raw``: Orbit only). The database is dropped
+afterwards.
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.e2e import cpu_seconds, mariadb_pid  # the repository root, added above
-from orbit.engines.scheduler import scheduler_pass
+from bench import raw_schedules  # the repository root, added above
+from bench.e2e import cpu_seconds, mariadb_pid
+from bench.raw_sql import connect
+from orbit.engines.scheduler import WORKERS, scheduler_pass
 from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schedules.declare import create_schedule
+from orbit_store.schedules.fire_batch import BATCH
 from orbit_store.schedules.model import ScheduleSpec, TaskTemplate
 from orbit_store.schema import schedule_occurrences, schedules
 
@@ -87,19 +94,28 @@ def declare_schedules(engine: sa.Engine, count: int) -> None:
         run_transaction(engine, work)
 
 
-def replica(url: str, until: float, interval: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    """One scheduler replica: passes every ``interval`` s until ``until`` (wall clock)."""
+def replica(url: str, until: float, out: multiprocessing.Queue, args: argparse.Namespace) -> None:  # type: ignore[type-arg]
+    """One Orbit scheduler replica: passes every ``interval`` s until ``until`` (wall clock)."""
     logging.disable(logging.WARNING)  # per-fire INFO lines are not what is measured
-    engine = create_store_engine(url, pool_size=2, max_overflow=0)
+    engine = create_store_engine(url)  # the server's own pool
     fires = errors = 0
     cpu = time.process_time()
+    interval = args.interval
     while time.time() < until:
-        report = scheduler_pass(engine)
+        report = scheduler_pass(engine, batch=args.batch, workers=args.workers)
         fires += len(report.steps)
         errors += report.errors
         time.sleep(interval)
     out.put((fires, errors, time.process_time() - cpu))
     engine.dispose()
+
+
+def raw_replica(
+    url: str, until: float, out: multiprocessing.Queue, args: argparse.Namespace
+) -> None:  # type: ignore[type-arg]
+    """One plain-SQL scheduler process (``bench/raw_schedules.py``)."""
+    fires, cpu = raw_schedules.raw_scheduler(url, make_url(url).database, until, args.interval)
+    out.put((fires, 0, cpu))
 
 
 def mariadb_cpu_seconds() -> float | None:
@@ -123,8 +139,12 @@ def main() -> None:
     )
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=3)
-    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--replicas", type=int, default=1, help="Orbit scheduler replicas")
+    parser.add_argument("--raw-processes", type=int, default=WORKERS)
+    parser.add_argument("--no-raw", action="store_true", help="measure Orbit only")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")
+    parser.add_argument("--batch", type=int, default=BATCH, help="schedules per transaction")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="batches at once")
     parser.add_argument("--quick", action="store_true", help="1,000 schedules for 1 minute")
     args = parser.parse_args()
     if args.quick:
@@ -137,56 +157,86 @@ def main() -> None:
         started = time.time()
         declare_schedules(engine, args.schedules)
         print(f"declared {args.schedules} every-minute schedules in {time.time() - started:.1f}s")
-        # Every schedule's first instant is the next minute boundary (the worst case: all due
-        # in the same second); measure M whole minutes of instants.
-        now = time.time()
-        begin = now - now % 60 + 60
-        until = begin + 60 * args.minutes - 1
+        print("the machine is shared: other engineers' work runs beside this measurement")
+        begin = next_minute()
         first_instant = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
         with engine.begin() as conn:
             conn.execute(schedules.update().values(next_fire_at=first_instant, start_at=None))
-        time.sleep(max(begin - 2 - time.time(), 0))
-        db_cpu = mariadb_cpu_seconds()
-        ctx = multiprocessing.get_context("spawn")
-        results: multiprocessing.Queue = ctx.Queue()  # type: ignore[type-arg]
-        procs = [
-            ctx.Process(target=replica, args=(url, until + 30, args.interval, results))
-            for _ in range(args.replicas)
-        ]
-        for p in procs:
-            p.start()
-        outcomes = [results.get() for _ in procs]
-        for p in procs:
-            p.join()
-        db_cpu_used = None if db_cpu is None else (mariadb_cpu_seconds() or 0.0) - db_cpu
-        report(engine, args, begin, outcomes, db_cpu_used)
+        run = measure(replica, url, args, begin, args.replicas)
+        report(engine, args, "Orbit", begin, *run, table=schedule_occurrences)
+        if not args.no_raw:
+            begin = next_minute()
+            raw = connect(url, make_url(url).database)
+            first_instant = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
+            raw_schedules.make_tables(raw, first_instant)
+            raw.close()
+            run = measure(raw_replica, url, args, begin, args.raw_processes)
+            raw_table = sa.Table("raw_schedule_occurrences", sa.MetaData(), autoload_with=engine)
+            report(engine, args, "raw SQL", begin, *run, table=raw_table)
+        with engine.connect() as conn:
+            plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
+        print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")
     finally:
         engine.dispose()
         drop_database(url)
 
 
+def next_minute() -> float:
+    """The next minute boundary at least 15 s away: every schedule's first instant (the worst
+    case: all due in the same second)."""
+    now = time.time() + 15
+    return now - now % 60 + 60
+
+
+def measure(
+    target: object, url: str, args: argparse.Namespace, begin: float, processes: int
+) -> tuple[list[tuple[int, int, float]], float | None]:
+    """Run ``processes`` of ``target`` over M whole minutes of instants from ``begin``; their
+    (fires, errors, CPU) and the database server's CPU meanwhile."""
+    until = begin + 60 * args.minutes - 1
+    time.sleep(max(begin - 2 - time.time(), 0))
+    db_cpu = mariadb_cpu_seconds()
+    ctx = multiprocessing.get_context("spawn")
+    results: multiprocessing.Queue = ctx.Queue()  # type: ignore[type-arg]
+    procs = [
+        ctx.Process(target=target, args=(url, until + 30, results, args))  # type: ignore[arg-type]
+        for _ in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return outcomes, None if db_cpu is None else (mariadb_cpu_seconds() or 0.0) - db_cpu
+
+
 def report(
     engine: sa.Engine,
     args: argparse.Namespace,
+    label: str,
     begin: float,
     outcomes: list[tuple[int, int, float]],
     db_cpu: float | None,
+    *,
+    table: sa.Table,
 ) -> None:
     first = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
     last = first + dt.timedelta(minutes=args.minutes - 1)
-    occ = schedule_occurrences
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.select(occ.c.status, occ.c.scheduled_at, occ.c.recorded_at, occ.c.instants).where(
-                occ.c.scheduled_at >= first, occ.c.scheduled_at <= last
-            )
+            sa.select(
+                table.c.status, table.c.scheduled_at, table.c.recorded_at, table.c.instants
+            ).where(table.c.scheduled_at >= first, table.c.scheduled_at <= last)
         ).all()
     fired = [r for r in rows if r.status == "FIRED"]
     lateness = sorted((r.recorded_at - r.scheduled_at).total_seconds() for r in fired)
     fires = sum(o[0] for o in outcomes)
     cpu = sum(o[2] for o in outcomes)
     expected = args.schedules * args.minutes
-    print(f"{args.replicas} scheduler replicas, pass interval {args.interval:g}s")
+    print(
+        f"--- {label}: {len(outcomes)} processes, pass interval {args.interval:g}s, "
+        f"batch {args.batch}, {args.workers} batches at once per Orbit replica"
+    )
     missed = sum(r.instants for r in rows if r.status != "FIRED")
     print(
         f"instants {first:%H:%M}..{last:%H:%M}Z: {len(fired)} fired of {expected}, "
@@ -201,9 +251,6 @@ def report(
     )
     if db_cpu is not None:
         print(f"database CPU: {db_cpu:.1f}s = {1000 * db_cpu / max(fires, 1):.2f} ms per decision")
-    with engine.connect() as conn:
-        plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
-    print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")
 
 
 if __name__ == "__main__":

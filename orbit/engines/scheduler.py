@@ -42,7 +42,7 @@ SCANS_PER_PASS = 20
 #: Decisions per schedule per pass: enough for a catch-up, bounded so one schedule cannot hog it.
 STEPS_PER_SCHEDULE = 50
 #: Batches decided at once per replica (SQLite, which serialises writers, uses one).
-WORKERS = 2
+WORKERS = 4
 
 
 @dataclass

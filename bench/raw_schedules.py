@@ -1,0 +1,112 @@
+"""The scheduler's work written as plain PyMySQL transactions, no framework: claim up to 100 due
+schedules with SKIP LOCKED, then one multi-row INSERT each of their tasks, idempotency keys,
+accepted events and occurrences, and one UPDATE moving them a minute on. The ceiling Orbit's
+scheduler would have if it did nothing but these rows' writes; ``bench/schedules.py`` runs it
+in the same run as Orbit, over copies of the same schedules (``CREATE TABLE … LIKE``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import pymysql
+
+from bench.raw_sql import connect
+from orbit_store.ids import new_id
+
+TABLES = ("schedules", "schedule_occurrences", "tasks", "submission_keys", "task_events")
+BATCH = 100
+NOW = "UTC_TIMESTAMP(6)"
+
+CLAIM = (
+    "SELECT id, namespace, next_fire_at FROM raw_schedules "
+    f"WHERE next_fire_at <= {NOW} ORDER BY next_fire_at LIMIT {BATCH} FOR UPDATE SKIP LOCKED"
+)
+TASK = (
+    "(%s, %s, 'default', 'bench.tick', '{}', 'WAITING', 'READY', 1, 0, "
+    f"{NOW}, {NOW}, {NOW}, 3, 0, 1000, 300000, 2.0, 300, 'safe', 1, 0, %s, %s)"
+)
+TASKS = (
+    "INSERT INTO raw_tasks (id, namespace, queue, handler, params, state, wait_path, "
+    "state_version, priority, available_at, created_at, updated_at, max_attempts, attempts_used, "
+    "backoff_initial_ms, backoff_max_ms, backoff_multiplier, lease_seconds, safety, "
+    "concurrency_limit, cancel_requested, schedule_id, submitted_by) VALUES "
+)
+KEY = f"(%s, %s, 'digest', %s, {NOW}, {NOW} + INTERVAL 1 DAY)"
+KEYS = (
+    "INSERT INTO raw_submission_keys (namespace, idempotency_key, request_digest, task_id, "
+    "created_at, expires_at) VALUES "
+)
+EVENT = f"(%s, %s, %s, 1, NULL, 'WAITING', 'submitted', NULL, {NOW})"
+EVENTS = (
+    "INSERT INTO raw_task_events (id, task_id, namespace, state_version, from_state, to_state, "
+    "reason, attempt_id, at) VALUES "
+)
+OCCURRENCE = f"(%s, %s, %s, %s, %s, 1, {NOW}, 1, 'FIRED', 'Scheduled', 'fired', %s)"
+OCCURRENCES = (
+    "INSERT INTO raw_schedule_occurrences (id, schedule_id, namespace, scheduled_at, through_at, "
+    "instants, recorded_at, schedule_version, status, reason, message, task_id) VALUES "
+)
+MOVE = (
+    "UPDATE raw_schedules SET last_fire_at = next_fire_at, "
+    "next_fire_at = next_fire_at + INTERVAL 1 MINUTE WHERE id IN ({ids})"
+)
+
+
+def make_tables(conn: Any, first_instant: dt.datetime) -> None:
+    """Scratch copies of the tables, and of every schedule, due at ``first_instant``."""
+    with conn.cursor() as cur:
+        for table in TABLES:
+            cur.execute(f"CREATE TABLE raw_{table} LIKE {table}")
+        cur.execute("INSERT INTO raw_schedules SELECT * FROM schedules")
+        cur.execute("UPDATE raw_schedules SET next_fire_at = %s", (first_instant,))
+    conn.commit()
+
+
+def _fire_batch(cur: Any) -> int:
+    cur.execute(CLAIM)
+    due = cur.fetchall()
+    if not due:
+        return 0
+    tasks, keys, events, occurrences = [], [], [], []
+    for schedule_id, namespace, instant in due:
+        task_id = new_id()
+        key = f"schedule:{schedule_id}:{instant:%Y-%m-%dT%H:%M:%S.%f}Z"
+        tasks.append((task_id, namespace, schedule_id, "schedule/raw"))
+        keys.append((namespace, key, task_id))
+        events.append((new_id(), task_id, namespace))
+        occurrences.append((new_id(), schedule_id, namespace, instant, instant, task_id))
+    for head, row, values in (
+        (TASKS, TASK, tasks),
+        (KEYS, KEY, keys),
+        (EVENTS, EVENT, events),
+        (OCCURRENCES, OCCURRENCE, occurrences),
+    ):
+        cur.execute(head + ", ".join([row] * len(values)), [v for item in values for v in item])
+    ids = [row[0] for row in due]
+    if cur.execute(MOVE.format(ids=", ".join(["%s"] * len(ids))), ids) != len(ids):
+        raise RuntimeError("a claimed schedule moved")
+    return len(due)
+
+
+def raw_scheduler(url: str, database: str, until: float, interval: float) -> tuple[int, float]:
+    """One raw scheduler process: batches until none is due, then sleeps ``interval``; returns
+    (instants fired, its own CPU seconds)."""
+    conn = connect(url, database)
+    cpu, fired = time.process_time(), 0
+    while time.time() < until:
+        try:
+            with conn.cursor() as cur:
+                done = _fire_batch(cur)
+            conn.commit()
+        except pymysql.err.OperationalError as exc:
+            conn.rollback()
+            if exc.args[0] not in (1213, 1205):
+                raise
+            continue
+        fired += done
+        if done < BATCH:
+            time.sleep(interval)
+    conn.close()
+    return fired, time.process_time() - cpu
