@@ -50,5 +50,6 @@ def as_db_time(conn: sa.Connection, value: dt.datetime | str) -> dt.datetime:
     return value + dt.timedelta(seconds=skew) if skew else value
 
 
-#: Built once: most transactions read the time (prebuilt statements: docs/performance.md).
+#: Built once: most transactions read the time, and a prebuilt statement skips SQLAlchemy's
+#: construction and cache key on every call.
 _NOW = sa.select(utc_now())

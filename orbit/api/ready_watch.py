@@ -16,9 +16,9 @@ claim still cannot take it, e.g. a placement rule no waiting worker meets) wakes
 so the watch never turns into a claim loop; each waiter's own poll (``lease_poll_interval``)
 remains the fallback for such cases. The head matters under a steady trickle into another
 process: by each probe the task seen at the last one was taken and a new one is READY, so
-"something ready" never turns off — without the head nobody was woken until their own poll
-(dispatch p99 ~1 s with two server processes, docs/performance.md). With no waiter the watch
-runs no query at all.
+"something ready" never turns off — without the head nobody would be woken until their own
+poll, which with several server processes would be most of a task's dispatch time. With no
+waiter the watch runs no query at all.
 """
 
 from __future__ import annotations

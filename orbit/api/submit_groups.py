@@ -12,7 +12,7 @@ database's group commit shares one fsync.
 A transaction's thread does not hand back between groups: when its group is answered it takes the
 next waiting group itself, and only when none is waiting does it return to its pool. Under a
 steady stream of submissions the transactions so follow each other without a trip through the
-event loop and a thread hand-off each (about a fifth of a group's cycle, docs/performance.md).
+event loop and a thread hand-off each, which would otherwise be a large share of a group's cycle.
 Each request is answered on its own event loop, once per group and loop.
 
 Every request is answered as it would have been alone (``orbit_store.pulse.submit_group``).

@@ -1,4 +1,4 @@
-"""Group commit of single submissions (issue 9): concurrent ``POST …/tasks`` requests of one
+"""Group commit of single submissions: concurrent ``POST …/tasks`` requests of one
 namespace accepted in one transaction, each answered as :func:`service.submit` would answer it.
 
 Invariants 1 and 6 hold per request exactly as for a submission alone: when the group's

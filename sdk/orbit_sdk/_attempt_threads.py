@@ -1,7 +1,7 @@
 """The threads a worker runs its attempts on, kept for the next attempt instead of one per attempt.
 
-A busy worker runs many short attempts: starting a thread for each was about a tenth of its CPU
-(issue 9). A thread that finishes an attempt waits up to ``idle_seconds`` for the next and then
+A busy worker runs many short attempts: starting a thread for each was a visible share of its
+CPU. A thread that finishes an attempt waits up to ``idle_seconds`` for the next and then
 exits, so a worker that was busy once does not keep its peak of threads. There are never more
 threads than attempts held at once (the worker's slots bound those). The threads are daemons,
 as the per-attempt ones were: a handler that never returns must not keep the process alive

@@ -12,7 +12,7 @@ flag decides.
 
 **Fuller requests**: under a backlog, slots free one at a time, and asking for one task per
 request costs a claim transaction and a request per task — and a request and a transaction cost
-the server far more than a task in them (docs/performance.md). So after a lease that got every
+the server far more than a task in them. So after a lease that got every
 task it asked for (a backlog: more are waiting), the next request waits up to ``linger`` seconds
 for all the worker's slots to be free and asks for them together; after one that got fewer (no
 backlog: the queue keeps up), the next asks as soon as a slot is free, so a task arriving is not

@@ -1,4 +1,4 @@
-"""The lease's end on this process's own monotonic clock (issue 15, fix 2).
+"""The lease's end on this process's own monotonic clock, so a stopped worker stops by itself.
 
 A worker that stops (SIGSTOP, a long GC pause, a frozen VM) or cannot reach the server learns
 of a lost lease only from the next heartbeat answer, and may keep writing side effects after a

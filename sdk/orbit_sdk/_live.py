@@ -35,8 +35,8 @@ class LiveSet:
 
     A slot is an attempt whose handler may still run (granted, starting or running). One whose
     outcome is being reported holds no slot — its handler is done — so the worker leases the
-    next task while the report is on its way instead of a round trip later (issue 9: with
-    short tasks the slot otherwise idles through the report's call and the next lease's). At
+    next task while the report is on its way instead of a round trip later (with short
+    tasks the slot otherwise idles through the report's call and the next lease's). At
     most ``capacity`` such reports wait at once: when the server cannot take reports, leasing
     stops rather than piling up outcomes.
     """

@@ -1,4 +1,4 @@
-"""Set-based completion of a batch of attempts (issue 9): the common reports — success and
+"""Set-based completion of a batch of attempts: the common reports — success and
 failure (retryable or not) of the current, running attempt — in a few statements per batch.
 
 Each item is judged by ``complete.complete_attempt``'s rules (invariant 3: the current attempt,

@@ -1,4 +1,4 @@
-"""Set-based start of a batch of attempts (issue 9): LEASED → RUNNING for the common case in
+"""Set-based start of a batch of attempts: LEASED → RUNNING for the common case in
 a few statements per batch, whatever its size.
 
 Each item is judged by ``start.start_attempt``'s rules (invariant 3: the current attempt, its

@@ -47,7 +47,7 @@ from orbit_store.schema import queues, tasks, worker_sessions
 MAX_CLAIM_BATCH = 500
 
 # The hot path's statements are built once: SQLAlchemy then skips their construction and cache
-# key on every call (about a third of a claim's own CPU; docs/performance.md).
+# key on every call, a large share of a claim's own CPU.
 _SESSION = sa.select(
     worker_sessions.c.state, worker_sessions.c.queues, worker_sessions.c.handlers
 ).where(

@@ -25,8 +25,8 @@ from orbit_store.pulse.model import WaitPath
 from orbit_store.schema import tasks
 
 #: What a claim reads of a READY task under its lock: what ``claim`` and ``grant`` decide and
-#: write from, never the results and errors of earlier attempts (37 columns read for 14 cost
-#: PyMySQL a parse per column and row on the hot path; docs/performance.md). A task failed
+#: write from, never the results and errors of earlier attempts (every column read costs
+#: PyMySQL a parse per row in Python, on the hot path). A task failed
 #: at its claim (deadline passed) is read in full again first (``claim._fail_overdue``).
 CLAIM_COLUMNS = (
     tasks.c.id,

@@ -69,7 +69,7 @@ def read_attempts(
 
 # What the set paths judge an attempt by (its token, its restore epoch, its session and lease
 # end, its task and gate) — not the whole row: every value PyMySQL reads is parsed in Python,
-# and the timestamps and JSON of a finished report are most of a row (docs/performance.md).
+# and the timestamps and JSON of a finished report are most of a row.
 ATTEMPT_COLUMNS = (
     "id",
     "task_id",
@@ -79,8 +79,8 @@ ATTEMPT_COLUMNS = (
     "lease_expires_at",
 )
 
-# Built once (every batch): constructing a statement costs about as much Python as sending it
-# (docs/performance.md); the expanding IN takes any number of ids.
+# Built once (every batch): constructing a statement costs about as much Python as sending it;
+# the expanding IN takes any number of ids.
 _FIND_ATTEMPTS = (
     sa.select(
         *(task_attempts.c[name] for name in ATTEMPT_COLUMNS),

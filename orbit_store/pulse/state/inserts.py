@@ -1,5 +1,5 @@
 """The hot paths' INSERT statements, built once and shared: a fresh ``table.insert()`` costs
-SQLAlchemy its construction and cache key on every call (docs/performance.md); a statement
+SQLAlchemy its construction and cache key on every call, on the hottest paths; a statement
 object reused keeps its memoised cache key. The rows are bound per call."""
 
 from __future__ import annotations

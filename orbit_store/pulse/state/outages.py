@@ -1,4 +1,5 @@
-"""A whole-server outage is not charged to the workers (issue 15, fix 1).
+"""A whole-server outage is not charged to the workers (its server-side half; the SDK keeps the
+other, a lease deadline on its own clock).
 
 While no server replica serves, no worker can renew its lease or report its outcome. A lease
 (or a worker session) that ran out in such a gap — or runs out so soon after service resumed

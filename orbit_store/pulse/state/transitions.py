@@ -36,8 +36,8 @@ from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import record_task_outcome
 
 # Built once: the per-task statements of every transition (values bound per call). Executing a
-# prebuilt statement skips SQLAlchemy's construction and cache-key work, about half of its
-# Python cost per statement (docs/performance.md).
+# prebuilt statement skips SQLAlchemy's construction and cache-key work, much of its Python
+# cost per statement.
 # All by primary key (lock order, ``db.by_primary_key``): with ``state`` or ``namespace`` in
 # the condition the optimizer could otherwise scan a secondary index and lock other tasks.
 _LOCK_TASK = by_primary_key(

@@ -1,4 +1,4 @@
-"""Accepting many tasks in one transaction (bulk submission, issue 9).
+"""Accepting many tasks in one transaction (bulk submission: one commit for the whole batch).
 
 Invariants 1 and 6 hold per item: when the transaction commits, every item answered ``created``
 has its task, its idempotency record and its accepted event durable; an item whose key names an
