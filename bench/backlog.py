@@ -1,4 +1,4 @@
-"""Claim latency against the size and shape of the WAITING backlog (issue 8).
+"""Claim latency against the size and shape of the WAITING backlog.
 
 For each backlog size (10k and 1M WAITING rows by default) and each mix, a fresh namespace is
 bulk-loaded with INSERT … SELECT (rows shaped like ``submit_task`` writes, on their wait path):

@@ -1,4 +1,4 @@
-"""Server CPU and statements per item of batched starts and completions (issue 9): the set
+"""Server CPU and statements per item of batched starts and completions: the set
 path (``batches.start_attempts`` / ``complete_attempts``) beside the item-by-item path
 (``set_based=False``, what every batch took before) and beside plain PyMySQL doing the same
 rows' writes per item — measured in the same run, one process, over a real MariaDB.

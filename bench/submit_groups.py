@@ -1,4 +1,4 @@
-"""What a group of one-by-one submissions costs the store, by group size (issue 9): the CPU this
+"""What a group of one-by-one submissions costs the store, by group size: the CPU this
 process spends on one ``submit_group`` transaction (C driver or PyMySQL, real MariaDB) and per
 request in it, and the statements it sends.
 

@@ -1,4 +1,4 @@
-"""The connection figures operators size MySQL by (issue 15, fix 4): what the docs say one
+"""The connection figures operators size MySQL by: what the docs say one
 server replica may open is what its engine's pool allows."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/metrics of `orbit server --workers N` counts for the whole pod (issue 9): counters and
+"""/metrics of `orbit server --workers N` counts for the whole pod: counters and
 histograms incremented in several processes — and the transaction retries, which the store
 counts in memory — are summed by whichever process answers the scrape. Real processes, real
 prometheus-client multiprocess files; no server needed."""

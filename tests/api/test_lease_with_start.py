@@ -1,4 +1,4 @@
-"""The lease request's ``start_handlers`` (worker protocol 3, issue 9) through HTTP: grants of
+"""The lease request's ``start_handlers`` (worker protocol 3) through HTTP: grants of
 the named handlers come back started, bad input is named, and a started grant whose client had
 gone is handed back unspent (invariant 7: nothing ran). The app runs in-process on MariaDB."""
 

@@ -1,4 +1,4 @@
-"""The long-poll lease request (issue 8, defect 9): a submission wakes as many waiting requests
+"""The long-poll lease request: a submission wakes as many waiting requests
 as tasks it made ready, and only requests that can run them; an idle request runs no claim
 transaction per poll interval; tasks granted to a client that has gone are handed back at once,
 their attempt not spent. The app runs in-process on MariaDB; requests are plain ASGI calls."""

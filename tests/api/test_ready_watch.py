@@ -1,4 +1,4 @@
-"""The shared wake-up probe (issue 9): work made ready anywhere but this process — another
+"""The shared wake-up probe: work made ready anywhere but this process — another
 server process or replica, the scheduler, Weave, a delay or backoff ending — wakes the lease
 requests waiting here that can run it, within one probe interval. Wake-ups are an acceleration
 structure, never authority (seed §1: in-memory queues and indexes are rebuilt from MySQL): the

@@ -1,4 +1,4 @@
-"""``POST /v1/namespaces/{ns}/tasks`` with group commit (issue 9): submissions that arrive while
+"""``POST /v1/namespaces/{ns}/tasks`` with group commit: submissions that arrive while
 earlier ones are in their transaction share the next one, and each is answered as alone."""
 
 from __future__ import annotations

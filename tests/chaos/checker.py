@@ -11,7 +11,7 @@ Violations (any one fails the run):
   the system had time to settle (invariant 2: nothing is stranded);
 - ``rerun_after_finish_unexplained``: a safe task run again after a generation had finished
   its work (its ``end`` effect) although that generation's worker was neither killed nor paused
-  — work lost by the platform, e.g. across a server outage (issue 15, fix 1);
+  — work lost by the platform, e.g. across a server outage;
 - ``verify``: violations found by `orbit admin verify`.
 Reported, not failed: reviews and re-runs the faults explain, late writes only the fence
 stopped (a worker paused between its check and its write), failed tasks by reason.

@@ -1,4 +1,4 @@
-"""Proof under faults (issue 15): a running Orbit — server replicas behind a balancer, worker
+"""Proof under faults: a running Orbit — server replicas behind a balancer, worker
 processes, a MariaDB of the harness's own — takes a mixed load while a seeded injector throws
 every kind of fault at it; afterwards the checker judges the whole history.
 

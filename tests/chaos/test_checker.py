@@ -1,6 +1,6 @@
 """The chaos verdict's rule for a safe task run again after it had finished: only a fault of the
 finishing worker excuses it (a re-run across server or database faults is work the platform
-lost, issue 15)."""
+lost)."""
 
 from __future__ import annotations
 

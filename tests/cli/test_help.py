@@ -1,5 +1,5 @@
 """Every command answers --help, flags read as flags, and `orbit worker --help` says where the
-server and token come from (issue 13, items 3 and 13)."""
+server and token come from."""
 
 from __future__ import annotations
 

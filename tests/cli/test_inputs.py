@@ -1,5 +1,5 @@
 """`--params` reads a literal, `@FILE` or `-` (standard input), so large parameters never meet
-the shell's argument limit (issue 13, item 6)."""
+the shell's argument limit."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_invalid_json_says_where_it_came_from(tmp_path: Path) -> None:
 )
 def test_json_orbit_cannot_store_is_a_usage_error_naming_the_option(text: str) -> None:
     """JSON has no NaN or Infinity (Python's parser takes them anyway, and 1e400 as infinity);
-    the server would refuse them: say so before sending (issue 42, item 4)."""
+    the server would refuse them: say so before sending."""
     with pytest.raises(typer.BadParameter, match=r"cannot be stored|not a JSON number") as error:
         read_json(text, "--params")
     assert error.value.param_hint == "--params"

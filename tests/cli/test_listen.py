@@ -1,6 +1,6 @@
 """The socket `orbit server` listens on: every accepted connection must send small writes at
 once. Without TCP_NODELAY each response waited ~40 ms for the client's delayed ACK (Nagle),
-which capped a worker at ~25 calls a second whatever the server's speed (issue 9)."""
+which capped a worker at ~25 calls a second whatever the server's speed."""
 
 from __future__ import annotations
 

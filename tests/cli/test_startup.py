@@ -1,4 +1,4 @@
-"""The CLI starts fast because each command group loads only what it needs (issue 9): `orbit
+"""The CLI starts fast because each command group loads only what it needs: `orbit
 task …` never imports the server, the store, the operator or the CEL validator. Checked by what
 is imported, in a fresh interpreter -- never by timing."""
 

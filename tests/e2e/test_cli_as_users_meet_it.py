@@ -1,4 +1,4 @@
-"""Issue 13 as a user meets it: each thing a user stumbled over, typed at the real CLI against
+"""The CLI as a user meets it: each thing a user stumbled over, typed at the real CLI against
 the real server (MariaDB), with the exit codes of docs/reference/cli.md."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A connection lost at COMMIT (issue 15, fix 3): the server logs it with the request id and
+"""A connection lost at COMMIT: the server logs it with the request id and
 answers a problem that says the outcome is unknown and the call is safe to retry — never the
 driver's raw text. The server's MySQL connection is killed (KILL CONNECTION from another
 connection) while its COMMIT waits behind ``BACKUP STAGE BLOCK_COMMIT``, on a MariaDB this test

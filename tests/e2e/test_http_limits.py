@@ -1,4 +1,4 @@
-"""Size limits (issue 13, item 6) and the air-gapped /docs (item 14), over real HTTP against
+"""Size limits and the air-gapped /docs, over real HTTP against
 `orbit server`: params and results above `--max-payload-bytes` (1 MiB by default) are a 413
 problem naming the field, and a body that is too large is refused before it is read."""
 

@@ -1,4 +1,4 @@
-"""Lease with start (worker protocol 3, issue 9) through a real `orbit worker` process and a real
+"""Lease with start (worker protocol 3) through a real `orbit worker` process and a real
 `orbit server`: a safe handler's tasks run with no start call — each task's RUNNING event is
 written in the lease's own transaction, at the same database instant as its LEASED event — and
 an unsafe handler's tasks are still started by a call."""

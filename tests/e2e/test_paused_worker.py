@@ -1,5 +1,5 @@
 """A worker paused past its lease (SIGSTOP: a GC pause, a frozen VM) stops its handler's side
-effects on resuming, before any heartbeat tells it (issue 15, fix 2): the SDK keeps the lease's
+effects on resuming, before any heartbeat tells it: the SDK keeps the lease's
 deadline on its own monotonic clock, measured from when it sent the request that set it, and
 ``ctx.check()`` raises ``LeaseLost`` past it. Its outcome is not reported as valid. Seed
 invariant 3: a superseded attempt's effects must not land after its successor's began."""

@@ -1,4 +1,4 @@
-"""Several server processes and replicas on one MySQL (issue 9): a worker long-polling on one
+"""Several server processes and replicas on one MySQL: a worker long-polling on one
 process is woken promptly by work made ready anywhere else — a submission to another replica, a
 schedule firing, Weave creating a workflow's next task in the engine process — and /metrics
 counts for the whole pod whichever process answers. Real `orbit server` subprocesses; the lease

@@ -1,4 +1,4 @@
-"""A whole-server outage longer than a lease is not charged to the workers (issue 15, fix 1).
+"""A whole-server outage longer than a lease is not charged to the workers.
 
 Workers that finished their handlers while no server replica was serving keep their results
 and report them once the API is back; the reaper must not lapse those leases first (seed

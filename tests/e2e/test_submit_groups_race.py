@@ -1,4 +1,4 @@
-"""Group commit under a real race (issue 9): client processes submit the same keys, several
+"""Group commit under a real race: client processes submit the same keys, several
 times each and in different orders, to two server replicas at once. The replicas' groups
 collide on keys (a group then answers each of its requests alone, by its key). Invariant 6:
 every key names exactly one task, every answer for a key names that task, exactly one answer

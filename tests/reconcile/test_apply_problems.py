@@ -1,5 +1,4 @@
-"""`orbit apply` reports every problem in one run and keeps Orbit's one naming rule (issue 13,
-items 7, 8 and 15)."""
+"""`orbit apply` reports every problem in one run and keeps Orbit's one naming rule."""
 
 from __future__ import annotations
 

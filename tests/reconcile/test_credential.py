@@ -1,4 +1,4 @@
-"""Credential tokens are unique per namespace (issue 8, defect 7): the same secret in another
+"""Credential tokens are unique per namespace: the same secret in another
 namespace is accepted without telling anyone it exists there; two credentials of one namespace
 sharing a secret is a spec error, reported once, not a database error retried forever."""
 

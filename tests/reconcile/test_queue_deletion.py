@@ -116,7 +116,7 @@ DELETION_DELAYS = [0.05 * n for n in range(8)] + [0.7, 1.4, 2.8, 5.6]
 
 @pytest.mark.slow
 def test_a_task_accepted_while_its_queue_is_deleted_is_never_stranded(store: sa.Engine) -> None:
-    """Issue 8, defect 3: six processes submit while the queue is deleted (Cancel policy),
+    """Six processes submit while the queue is deleted (Cancel policy),
     round after round. Every task they were told was accepted ends cancelled by the deletion;
     none is left WAITING in a queue that no longer exists (before, a submission that had read
     the queue before the deletion committed after it)."""

@@ -1,4 +1,4 @@
-"""Attempt threads are reused (issue 9): a busy worker runs thousands of short attempts, and a
+"""Attempt threads are reused: a busy worker runs thousands of short attempts, and a
 thread started per attempt was a tenth of its CPU. Threads stay daemons — a handler that never
 returns must not keep the process alive past the drain timeout — and an idle one exits after a
 while, so a worker that was busy once does not keep ``concurrency`` threads for good."""

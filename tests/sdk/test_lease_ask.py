@@ -1,4 +1,4 @@
-"""What a worker's lease requests ask for (issue 9): safe handlers' grants started with the lease
+"""What a worker's lease requests ask for: safe handlers' grants started with the lease
 (worker protocol 3; no start call), unsafe ones started by a call, an older server noticed once,
 and a busy worker under a backlog asking for all its slots at once while an idle one, or one
 without a backlog, asks at once."""

@@ -1,4 +1,4 @@
-"""The worker's local lease deadline (issue 15, fix 2): measured on the monotonic clock from
+"""The worker's local lease deadline: measured on the monotonic clock from
 when the request that set the lease was sent, it ends the attempt's right to act even when no
 heartbeat arrives (a paused process, an unreachable server). Seed invariant 3."""
 

@@ -1,5 +1,5 @@
 """The set path of batched starts and completions answers and writes exactly what applying
-each item on its own would (issue 9; invariants 2, 3, 4, 7, 12 per item): the same seeded
+each item on its own would (invariants 2, 3, 4, 7, 12 per item): the same seeded
 scenarios — valid items mixed with wrong tokens, superseded and stale attempts, cancel requests,
 closed gates, a restore fence, lapsed leases, revoked sessions, concurrency keys, a quota,
 subscriptions, retryable failures — run in two namespaces, one through each path."""

@@ -1,4 +1,4 @@
-"""The set path of batched starts and completions (issue 9): statements per batch that do not
+"""The set path of batched starts and completions: statements per batch that do not
 grow with its size, each item still judged on its own (invariant 3) inside a batch of valid
 ones, and the fallback to item by item when a grouped update's count does not match."""
 

@@ -1,4 +1,4 @@
-"""Batched starts and completions (issue 9): one transaction for many attempts, and each item
+"""Batched starts and completions: one transaction for many attempts, and each item
 still under invariant 3 (its own current attempt and token) and invariant 4 (an applied outcome
 commits with its events) — one item's refusal never fails its neighbours."""
 
@@ -167,7 +167,7 @@ def _run_batch(pulse: PulseDriver, apply: Any, items: list[Any]) -> dict[str, An
 
 def test_a_batch_of_one_item_takes_no_savepoint(pulse: PulseDriver) -> None:
     """Its transaction holds nothing else, so the SAVEPOINT and RELEASE would be two statements
-    spent on nothing (issue 9: a worker's batches are of one under a trickle of tasks)."""
+    spent on nothing (a worker's batches are of one under a trickle of tasks)."""
     pulse.submit()
     grant = pulse.claim_one()
     start = batches.StartItem(grant.attempt_id, grant.token)

@@ -1,5 +1,5 @@
 """The store's PyMySQL connections write datetimes with a faster literal than PyMySQL's own
-(``orbit_store.db._datetime_literal``, issue 9): it must be the same text, and a value must come
+(``orbit_store.db._datetime_literal``): it must be the same text, and a value must come
 back from MariaDB exactly as it was written (no lost microseconds, no shifted zone)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A lease with start (issue 9): the claim starts the grants of handlers the worker declared safe.
+"""A lease with start: the claim starts the grants of handlers the worker declared safe.
 
 The grant must be exactly what a claim followed by a start makes — RUNNING with a started
 attempt, the LEASED and RUNNING events (invariant 4: state, attempt and events commit together),

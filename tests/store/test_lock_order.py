@@ -1,4 +1,4 @@
-"""One lock order, kept by every transaction (issue 8, defect 5; orbit_store/pulse/__init__.py).
+"""One lock order, kept by every transaction (orbit_store/pulse/__init__.py).
 
 Several processes run, at once and for a while, everything that takes locks in more than one
 place: multi-queue claims (half of them leases with start, and hand-backs of never-delivered

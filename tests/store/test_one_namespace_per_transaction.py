@@ -1,5 +1,5 @@
-"""Every transaction touches one namespace (ORBIT.md §3, the seed's routing unit; issue 8,
-defect 7): the reaper finds work across namespaces with a read, then decides each item in a
+"""Every transaction touches one namespace (ORBIT.md §3, the seed's routing
+unit): the reaper finds work across namespaces with a read, then decides each item in a
 transaction of its own namespace; a token hash is unique per namespace only."""
 
 from __future__ import annotations

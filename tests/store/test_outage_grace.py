@@ -1,4 +1,4 @@
-"""Leases and an outage of every server replica (issue 15, fix 1; seed invariants 3 and 7).
+"""Leases and an outage of every server replica (seed invariants 3 and 7).
 
 A lease that ran out while no replica served is given ``lease_seconds`` from the moment service
 resumed; one that ran out while a replica served lapses as before (its worker had the chance,

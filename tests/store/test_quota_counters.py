@@ -1,4 +1,4 @@
-"""Quotas are O(1) (issue 8, defect 2): counters kept by the transitions replace counting the
+"""Quotas are O(1): counters kept by the transitions replace counting the
 backlog, are exact at every step (``verify`` compares them with a real count after each test),
 and namespaces without quotas never touch them."""
 

@@ -1,4 +1,4 @@
-"""Claims read only what can run now (issue 8, defect 1: head-of-line blocking).
+"""Claims read only what can run now (no head-of-line blocking).
 
 Tasks blocked by a saturated concurrency key or a closed gate, and tasks due in the future, are
 off the claim path (``tasks.wait_path``), so a backlog of them in front of runnable tasks costs a

@@ -1,4 +1,4 @@
-"""The reaper under bad data (issue 8, defect 4): backoff arithmetic is bounded for every
+"""The reaper under bad data: backoff arithmetic is bounded for every
 CRD-legal value, and one failing item never stops a pass — it is logged naming the task,
 counted, and the pass goes on with the other items and namespaces."""
 

@@ -42,8 +42,8 @@ def test_a_grant_from_before_the_fence_cannot_start_inv3(isolated_pulse: PulseDr
 def test_a_single_start_and_completion_read_the_fence_beside_their_attempt(
     pulse: PulseDriver,
 ) -> None:
-    """The restore epoch comes with the attempt's own read, not in a round trip of its own
-    (issue 9): each single-item body reads the fence row in one statement, its attempt read."""
+    """The restore epoch comes with the attempt's own read, not in a round trip of its own:
+    each single-item body reads the fence row in one statement, its attempt read."""
     pulse.submit()
     grant = pulse.claim_one()
     for call in (pulse.start, pulse.succeed):

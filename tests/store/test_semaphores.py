@@ -1,4 +1,4 @@
-"""Concurrency keys are semaphores whose limit belongs to the key (issue 8, defect 8): tasks
+"""Concurrency keys are semaphores whose limit belongs to the key: tasks
 sharing a key never hold more permits than the limit in force, whatever each one declared."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ending a worker session against work already in flight (issue 8, defects 6 and 8).
+"""Ending a worker session against work already in flight.
 
 Each test pauses one transaction of this process just before its write (an event hook on its
 own engine) while another process runs the competing transaction, then lets it go. Before the

@@ -194,7 +194,7 @@ def test_replaying_a_key_does_not_check_quotas_again_inv6(pulse: PulseDriver) ->
 
 
 def test_a_new_keyed_submission_does_not_look_its_key_up_first(pulse: PulseDriver) -> None:
-    """Optimistic (issue 9): a used key is found by the key's INSERT and then looked up in a new
+    """Optimistic: a used key is found by the key's INSERT and then looked up in a new
     transaction (the replay tests above), so a new submission saves that statement."""
     with sent_statements(pulse.base_engine) as statements:
         result = pulse.submit(idempotency_key="fresh")

@@ -1,4 +1,4 @@
-"""Bulk submission (issue 9): invariants 1 and 6 per item — an item answered created has its
+"""Bulk submission: invariants 1 and 6 per item — an item answered created has its
 task, key and accepted event durable; a used key replays or conflicts; an item refused writes
 nothing and never fails its neighbours."""
 

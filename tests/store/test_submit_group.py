@@ -1,4 +1,4 @@
-"""Group commit of single submissions (issue 9): concurrent submissions share a transaction and
+"""Group commit of single submissions: concurrent submissions share a transaction and
 each is answered as it would have been alone — invariants 1 and 6 per submission, including
 when the group's transaction cannot tell each one's fate (a key taken meanwhile, a commit
 whose outcome is unknown)."""
