@@ -5,7 +5,8 @@ transaction touches the rows of one namespace, so a namespace can live on any sh
 sharded deployment never needs a cross-shard transaction. Nearly every table has a
 ``namespace`` column (``namespaces`` is keyed by it) and is sharded by it. What is *not*
 routed by a namespace value is listed here, each with the reason it is global and how it maps
-to a sharded deployment (``deploy/vitess/vschema.json``, docs/scaling.md "Past one primary"):
+to a sharded deployment (``deploy/vitess/vschema.json``, docs/operations/scaling.md "Past one
+primary"):
 
 - :data:`GLOBAL_TABLES`: tables without a namespace, kept in an unsharded keyspace (or copied to
   every shard as a reference table when namespace transactions read them);

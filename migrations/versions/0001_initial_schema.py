@@ -1,4 +1,4 @@
-"""Initial schema: every table of ORBIT.md §4 (see docs/data-model.md).
+"""Initial schema: every table of ORBIT.md §4 (see docs/reference/data-model.md).
 
 Revision ID: 0001
 Revises:

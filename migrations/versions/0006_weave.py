@@ -3,7 +3,7 @@
 The tables of 0001 were drafted before any code and never held rows, so they are dropped and
 created again: instances gain their definition, event counter and timer key; activations carry
 the poll checkpoint; signals, waits, poll rounds and the inbox gain states and the columns their
-transactions need; workflow_events holds each instance's history. See docs/data-model.md.
+transactions need; workflow_events holds each instance's history. See docs/reference/data-model.md.
 
 Revision ID: 0006
 Revises: 0005

@@ -61,7 +61,7 @@ def server(
             envvar="ORBIT_SERVER_WORKERS",
             help="HTTP processes serving the port: a number, or 'auto' for one per CPU. The "
             "default, 1, is the documented way: add cores by adding replicas "
-            "(docs/scaling.md). With more than 1 the engine loops run once, in the "
+            "(docs/operations/scaling.md). With more than 1 the engine loops run once, in the "
             "supervising process.",
         ),
     ] = "1",

@@ -8,8 +8,8 @@ is a conditional transaction, SKIP LOCKED), but each copy adds its queries every
 nothing. Each HTTP process runs only the gauge loop (its /metrics serves that snapshot) and its
 own shared wake-up probe (orbit/api/ready_watch.py): a task made READY by a submission to one
 process, or by the engine loops here, reaches a lease request waiting in another process
-through that probe, as it reaches one waiting in another replica (docs/scaling.md). One
-process per pod and more replicas is the default and the documented way to scale.
+through that probe, as it reaches one waiting in another replica (docs/operations/scaling.md).
+One process per pod and more replicas is the default and the documented way to scale.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Orbit's complete schema as SQLAlchemy Core tables on one MetaData.
 
 Tables are created only by Alembic migrations (``migrations/``); this metadata is what those
-migrations must match (a test compares them). ``docs/data-model.md`` explains each table.
+migrations must match (a test compares them). ``docs/reference/data-model.md`` explains each table.
 """
 
 from .access import credentials, execution_gates, namespaces, queues, quotas

@@ -1,6 +1,6 @@
 """deploy/vitess/vschema.json: a Vitess keyspace sharded by a hash of the namespace, the global
 tables in an unsharded keyspace (orbit_store/sharding.py), and a vindex for every table of the
-migrated schema (docs/scaling.md "Past one primary")."""
+migrated schema (docs/operations/scaling.md "Past one primary")."""
 
 from __future__ import annotations
 

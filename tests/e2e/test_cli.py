@@ -48,7 +48,8 @@ def test_token_create_prints_it_once_list_hides_it_and_revoke_stops_it(server: S
     assert (
         orbit("admin", "token", "revoke", *db, "-n", "cli-ns", "--name", "ci-bot").returncode == 0
     )
-    # The server caches a look-up for CACHE_SECONDS (docs/api.md): refused within that, for good.
+    # The server caches a look-up for CACHE_SECONDS (docs/reference/api.md): refused within that,
+    # for good.
     wait_until(lambda: httpx.get(url, headers=bearer).status_code == 401, timeout=CACHE_SECONDS + 5)
     refused = httpx.get(url, headers=bearer)
     assert refused.status_code == 401 and refused.json()["type"].endswith("unauthorized")

@@ -1,5 +1,6 @@
-"""The SDK clients against the real server: cursor paging (docs/api.md "List tasks"), ``wait``
-running out of time with the last state seen, and the ``AsyncClient`` doing the same calls."""
+"""The SDK clients against the real server: cursor paging (docs/reference/api.md "List tasks"),
+``wait`` running out of time with the last state seen, and the ``AsyncClient`` doing the same
+calls."""
 
 from __future__ import annotations
 

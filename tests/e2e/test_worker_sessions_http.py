@@ -1,6 +1,6 @@
-"""Worker sessions over HTTP as docs/api.md describes them: a name re-registering closes its
-older session, closing a session lapses what it holds at once, a heartbeat naming an ended
-session is a 409, and a heartbeat renews a session by the TTL it registered with."""
+"""Worker sessions over HTTP as docs/reference/api.md describes them: a name re-registering
+closes its older session, closing a session lapses what it holds at once, a heartbeat naming
+an ended session is a 409, and a heartbeat renews a session by the TTL it registered with."""
 
 from __future__ import annotations
 

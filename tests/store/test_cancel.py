@@ -92,7 +92,7 @@ def test_cancelling_a_task_of_another_namespace_is_not_found(pulse: PulseDriver)
 def test_a_start_finding_a_cancel_request_is_refused_and_the_task_cancelled(
     pulse: PulseDriver,
 ) -> None:
-    """The guard in ``start_attempt`` (docs/api.md ``409 cancel-requested``). Today only a
+    """The guard in ``start_attempt`` (docs/reference/api.md ``409 cancel-requested``). Today only a
     RUNNING task is given a cancel request and none goes back to LEASED, so the request is
     written here directly: a row from another code version, or a future path, meets the guard."""
     task = pulse.submit()
