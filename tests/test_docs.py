@@ -1,6 +1,7 @@
-"""The docs stay true to the repository: every relative link in README.md, docs/ and examples/
-resolves to a file inside it (a clone has nothing beside it), with the heading an anchor names;
-and the facts docs restate from code (apply order, schema revision) match the code."""
+"""The docs stay true to the repository: every relative link in README.md, CONTRIBUTING.md, docs/
+and examples/ resolves to a file inside it (a clone has nothing beside it), with the heading an
+anchor names; every path docs/architecture.md names exists; and the facts docs restate from code
+(apply order, schema revision) match the code."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from orbit.reconcile.manifests import KIND_ORDER
 from orbit_store import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = sorted({ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("examples/**/*.md")})
+DOCUMENTS = sorted(
+    {
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        *ROOT.glob("docs/**/*.md"),
+        *ROOT.glob("examples/**/*.md"),
+    }
+)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
@@ -81,3 +89,32 @@ def test_the_crd_reference_embeds_the_example_manifests_as_they_are() -> None:
     assert names == {str(p.relative_to(ROOT)) for p in ROOT.glob("examples/manifests/*.yaml")}
     for name, body in embedded:
         assert body == (ROOT / name).read_text().rstrip("\n"), name
+
+
+CITED_PATH = re.compile(
+    r"(?<![\w/.<-])((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|md|yaml|toml|json))?)(?![\w<])"
+)
+
+
+def cited_paths(path: Path) -> list[str]:
+    """Repository paths a page names in code spans: files (``orbit_store/db.py``) and folders
+    (``orbit/api/``); placeholders such as ``orbit/reconcile/<kind>.py`` are not paths."""
+    spans = CODE_SPAN.findall(FENCE.sub("", path.read_text()))
+    return sorted({m for span in spans for m in CITED_PATH.findall(span.strip("`")) if "/" in m})
+
+
+def test_every_path_the_architecture_page_names_exists() -> None:
+    page = ROOT / "docs/architecture.md"
+    cited = cited_paths(page)
+    assert len(cited) > 50, "the architecture page names the files of the code it maps"
+    missing = [p for p in cited if not (ROOT / p).exists()]
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+def test_the_index_links_every_page_of_the_docs() -> None:
+    index = ROOT / "docs/index.md"
+    linked = {(index.parent / link.partition("#")[0]).resolve() for link in relative_links(index)}
+    pages = {p.resolve() for p in ROOT.glob("docs/**/*.md") if p.parent.name != "runbooks"}
+    pages |= {(ROOT / "docs/runbooks/README.md").resolve()}
+    missing = sorted(str(p.relative_to(ROOT)) for p in pages - linked - {index.resolve()})
+    assert not missing, f"docs/index.md does not link {missing}"
