@@ -18,7 +18,7 @@ imports only those below it; ``pyproject.toml``'s import-linter contract keeps i
     model       states, policies and typed results
 
 The lock order, kept by every transaction so two of them never wait on each other in a cycle
-(``tests/store/test_lock_order.py`` runs them all at once and counts deadlocks: zero):
+(``tests/store/pulse/test_lock_order.py`` runs them all at once and counts deadlocks: zero):
 
     1. namespace row, queue row         shared by submissions; exclusive when a quota adopts
                                         its scope or a queue is deleted
@@ -44,7 +44,7 @@ Two rules make this hold in practice, beyond the order itself:
   entry after its range too, another row's — and deadlocks with transactions that hold that
   row and change the index. The optimizer may pick such an index even for ``id = ?`` when the
   other conditions name its columns (a single start's UPDATE did, through the lease reaper's
-  index); ``tests/store/test_primary_key_locking.py`` checks every statement of a lifecycle.
+  index); ``tests/store/pulse/test_primary_key_locking.py`` checks every statement of a lifecycle.
   Sets of rows are found by a plain read, then locked by id in id order and checked again.
   Foreign keys whose index includes a column that changes would take a hidden shared lock on
   the parent row at every change; their indexes hold the key column alone (``ix_tasks_gate``,

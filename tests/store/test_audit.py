@@ -29,8 +29,8 @@ from orbit_store.pulse.manual.review import ReviewDecision, retry_task, review_t
 from orbit_store.schema import audit_log
 
 from .delivery_driver import DeliveryDriver
+from .pulse.manual.test_review import _needs_review
 from .pulse_driver import PulseDriver
-from .test_review import _needs_review
 
 Work = Callable[[sa.Connection], Any]
 
