@@ -13,15 +13,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import httpx
 
 from . import _calls
-from ._transport import RetryPolicy
+from ._live import LiveSet
+from ._transport import Call, RetryPolicy
 from .errors import Conflict, Forbidden, NotFound, Unauthorized
-from .models import HeartbeatResponse
-
-if TYPE_CHECKING:
-    from .worker import Worker
+from .models import HeartbeatResponse, Session
 
 log = logging.getLogger("orbit_sdk.heartbeat")
 
@@ -30,8 +30,27 @@ MAX_ITEMS = 500
 LIVE_SESSION_STATES = ("ACTIVE", "DRAINING")
 
 
+class BeatingWorker(Protocol):
+    """What the heartbeat needs of the worker that starts it (``worker.Worker`` is one), named
+    here so that this module does not import the worker module back."""
+
+    name: str
+
+    @property
+    def session(self) -> Session | None: ...
+
+    @property
+    def live(self) -> LiveSet: ...
+
+    def send(self, call: Call) -> httpx.Response: ...
+
+    def session_ended(self, state: str) -> None: ...
+
+    def effective_heartbeat_interval(self) -> float: ...
+
+
 class Heartbeater:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: BeatingWorker) -> None:
         self.worker = worker
         self._stop = threading.Event()
         self._thread = threading.Thread(
