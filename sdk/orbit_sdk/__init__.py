@@ -10,6 +10,7 @@ platform.
 """
 
 from ._bulk import SubmissionResult
+from ._calls import SubmitOptions
 from ._transport import RetryPolicy
 from ._version import __version__
 from .client import AsyncClient, Client
@@ -127,6 +128,7 @@ __all__ = [
     "StaleAttempt",
     "StartResponse",
     "SubmissionResult",
+    "SubmitOptions",
     "Task",
     "TaskContext",
     "TaskDetail",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 from urllib.parse import quote
 
 from ._transport import Call, RetryPolicy
@@ -36,35 +36,52 @@ def new_idempotency_key() -> str:
     return str(uuid.uuid4())
 
 
-def submission_body(
-    *,
-    handler: str,
-    queue: str = "default",
-    params: Any = None,
-    idempotency_key: str | None = None,
-    delay: float | dt.timedelta | None = None,
-    available_at: dt.datetime | None = None,
-    deadline_at: dt.datetime | None = None,
-    priority: int | None = None,
-    concurrency_key: str | None = None,
-    concurrency_limit: int | None = None,
-    max_attempts: int | None = None,
-    backoff_initial_seconds: float | None = None,
-    backoff_max_seconds: float | None = None,
-    backoff_multiplier: float | None = None,
-    safety: str | None = None,
-) -> dict[str, Any]:
+class SubmitOptions(TypedDict, total=False):
+    """The keywords of one submission, defined once: ``Client.submit``, ``AsyncClient.submit``,
+    each item of ``submit_many`` and :func:`submission_body` all take exactly these. Only
+    ``handler`` is required; ``queue`` is ``"default"`` and ``params`` ``{}`` when left out."""
+
+    handler: Required[str]
+    queue: str
+    params: Any
+    idempotency_key: str | None
+    delay: float | dt.timedelta | None
+    available_at: dt.datetime | None
+    deadline_at: dt.datetime | None
+    priority: int | None
+    concurrency_key: str | None
+    concurrency_limit: int | None
+    max_attempts: int | None
+    backoff_initial_seconds: float | None
+    backoff_max_seconds: float | None
+    backoff_multiplier: float | None
+    safety: str | None
+
+
+_OPTIONAL = ("priority", "concurrency_key", "concurrency_limit", "safety")
+_RETRY = ("max_attempts", "backoff_initial_seconds", "backoff_max_seconds", "backoff_multiplier")
+
+
+def submission_body(**options: Unpack[SubmitOptions]) -> dict[str, Any]:
     """The TaskSubmission body. The key is fixed here, before the first try, so every retry of
     this submission is the same request under the same key (the server replays, never doubles)."""
+    unknown = sorted(set(options) - set(SubmitOptions.__annotations__))
+    if unknown:  # what a misspelt keyword of a plain signature would raise
+        raise TypeError(f"unexpected submission keyword(s): {', '.join(unknown)}")
+    if "handler" not in options:
+        raise TypeError("a submission needs its handler")
+    delay, available_at = options.get("delay"), options.get("available_at")
+    deadline_at, idempotency_key = options.get("deadline_at"), options.get("idempotency_key")
     if delay is not None and available_at is not None:
         raise ValueError("pass either delay or available_at, not both")
     if idempotency_key is not None and not idempotency_key.strip():
         # An empty key is a caller's bug (an unset variable), not a request for a fresh one:
         # replacing it would turn the caller's retries into duplicate tasks.
         raise ValueError("idempotency_key must not be empty; omit it to have one generated")
+    params = options.get("params")
     body: dict[str, Any] = {
-        "queue": queue,
-        "handler": handler,
+        "queue": options.get("queue", "default"),
+        "handler": options["handler"],
         "params": {} if params is None else params,
         "idempotency_key": new_idempotency_key() if idempotency_key is None else idempotency_key,
     }
@@ -76,21 +93,11 @@ def submission_body(
         body["available_at"] = _rfc3339(available_at, "available_at")
     if deadline_at is not None:
         body["deadline_at"] = _rfc3339(deadline_at, "deadline_at")
-    optional = {
-        "priority": priority,
-        "concurrency_key": concurrency_key,
-        "concurrency_limit": concurrency_limit,
-        "safety": safety,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
-    retry = {
-        "max_attempts": max_attempts,
-        "backoff_initial_seconds": backoff_initial_seconds,
-        "backoff_max_seconds": backoff_max_seconds,
-        "backoff_multiplier": backoff_multiplier,
-    }
-    if any(v is not None for v in retry.values()):
-        body["retry"] = {k: v for k, v in retry.items() if v is not None}
+    given: dict[str, Any] = dict(options)
+    body.update({k: given[k] for k in _OPTIONAL if given.get(k) is not None})
+    retry = {k: given[k] for k in _RETRY if given.get(k) is not None}
+    if retry:
+        body["retry"] = retry
     return body
 
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import datetime as dt
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import Self, Unpack
 
 import httpx
 
 from . import _calls
 from ._bulk import AsyncBulkMethods, BulkMethods
+from ._calls import SubmitOptions
 from ._coalesce import DEFAULT_SUBMIT_LINGER, AsyncSubmitCoalescer, SubmitCoalescer
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
 from ._transport import AsyncTransport, RetryPolicy, SyncTransport
@@ -110,46 +110,11 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         token but not the name of its namespace."""
         return Identity.model_validate(self._transport.send(_calls.whoami()).json())
 
-    def submit(
-        self,
-        namespace: str,
-        *,
-        handler: str,
-        queue: str = "default",
-        params: Any = None,
-        idempotency_key: str | None = None,
-        delay: float | dt.timedelta | None = None,
-        available_at: dt.datetime | None = None,
-        deadline_at: dt.datetime | None = None,
-        priority: int | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        max_attempts: int | None = None,
-        backoff_initial_seconds: float | None = None,
-        backoff_max_seconds: float | None = None,
-        backoff_multiplier: float | None = None,
-        safety: str | None = None,
-    ) -> Task:
+    def submit(self, namespace: str, **options: Unpack[SubmitOptions]) -> Task:
         """Submit a task. Without ``idempotency_key`` a fresh one is made for this call, so
         transport retries are safe; pass your own to make *your* retries safe too.
         ``task.replayed`` tells whether the key found an existing task."""
-        body = _calls.submission_body(
-            handler=handler,
-            queue=queue,
-            params=params,
-            idempotency_key=idempotency_key,
-            delay=delay,
-            available_at=available_at,
-            deadline_at=deadline_at,
-            priority=priority,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            max_attempts=max_attempts,
-            backoff_initial_seconds=backoff_initial_seconds,
-            backoff_max_seconds=backoff_max_seconds,
-            backoff_multiplier=backoff_multiplier,
-            safety=safety,
-        )
+        body = _calls.submission_body(**options)
         if self._coalescer is not None:
             return self._coalescer.submit(namespace, body)
         response = self._transport.send(_calls.submit(namespace, body))
@@ -320,44 +285,9 @@ class AsyncClient(
         """See ``Client.whoami``."""
         return Identity.model_validate((await self._transport.send(_calls.whoami())).json())
 
-    async def submit(
-        self,
-        namespace: str,
-        *,
-        handler: str,
-        queue: str = "default",
-        params: Any = None,
-        idempotency_key: str | None = None,
-        delay: float | dt.timedelta | None = None,
-        available_at: dt.datetime | None = None,
-        deadline_at: dt.datetime | None = None,
-        priority: int | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        max_attempts: int | None = None,
-        backoff_initial_seconds: float | None = None,
-        backoff_max_seconds: float | None = None,
-        backoff_multiplier: float | None = None,
-        safety: str | None = None,
-    ) -> Task:
+    async def submit(self, namespace: str, **options: Unpack[SubmitOptions]) -> Task:
         """See ``Client.submit``."""
-        body = _calls.submission_body(
-            handler=handler,
-            queue=queue,
-            params=params,
-            idempotency_key=idempotency_key,
-            delay=delay,
-            available_at=available_at,
-            deadline_at=deadline_at,
-            priority=priority,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-            max_attempts=max_attempts,
-            backoff_initial_seconds=backoff_initial_seconds,
-            backoff_max_seconds=backoff_max_seconds,
-            backoff_multiplier=backoff_multiplier,
-            safety=safety,
-        )
+        body = _calls.submission_body(**options)
         if self._coalescer is not None:
             return await self._coalescer.submit(namespace, body)
         response = await self._transport.send(_calls.submit(namespace, body))

@@ -110,6 +110,18 @@ def test_submission_body_refuses_ambiguous_times() -> None:
         submission_body(handler="h", delay=5, available_at=dt.datetime.now(dt.UTC))
 
 
+def test_a_misspelt_or_missing_submission_keyword_is_refused_before_sending() -> None:
+    """The keywords are one TypedDict (``SubmitOptions``): a type checker catches a misspelling,
+    and at run time it still fails as a plain signature would, with nothing sent."""
+    faults = Faults([], success=ok_task)
+    with client(faults) as c:
+        with pytest.raises(TypeError, match="handlr"):
+            c.submit("shop", handlr="shop.echo")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="handler"):
+            c.submit("shop", queue="q")  # type: ignore[call-arg]
+    assert faults.requests == []
+
+
 def test_ids_cannot_add_path_levels() -> None:
     assert get_task("shop", "../admin").path == "/v1/namespaces/shop/tasks/..%2Fadmin"
 
