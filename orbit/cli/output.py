@@ -222,6 +222,15 @@ def print_rows(
     typer.echo("\n".join(lines if header else lines[1:]))
 
 
+def print_section(title: str, items: Sequence[Any], columns: Sequence[Column]) -> None:
+    """A titled table under an object's fields (its attempts, steps, occurrences); nothing
+    when there are no items."""
+    if not items:
+        return
+    typer.echo(f"\n{title}:")
+    typer.echo(table([c.header for c in columns], rows(items, columns)))
+
+
 def print_fields(pairs: Sequence[tuple[str, Any]]) -> None:
     """``name:  value`` lines (kubectl describe style), for one object in table output."""
     width = max(len(name) for name, _ in pairs) + 2
@@ -229,11 +238,18 @@ def print_fields(pairs: Sequence[tuple[str, Any]]) -> None:
         typer.echo(f"{name + ':':<{width}}{cell(value)}")
 
 
-def print_item(item: Any, fmt: OutputFormat, describe: Callable[[Any, bool], None]) -> None:
-    """One object: the API's document, else ``describe(item, wide)``."""
+def print_item(
+    item: Any,
+    fmt: OutputFormat,
+    describe: Callable[[Any, bool], None],
+    *,
+    ident: Callable[[Any], str] = identity,
+) -> None:
+    """One object: the API's document, its ``ident`` alone (``-o id``; its id or name unless
+    told), else ``describe(item, wide)``."""
     if fmt.is_document:
         typer.echo(document(plain(item), fmt))
     elif fmt is OutputFormat.ID:
-        typer.echo(identity(item))
+        typer.echo(ident(item))
     else:
         describe(item, fmt is OutputFormat.WIDE)

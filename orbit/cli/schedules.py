@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orbit_sdk import Schedule
+from orbit_sdk import Schedule, ScheduleOccurrence
 from orbit_store.schedules import cron as crons
 from orbit_store.schedules.model import InvalidSchedule
 
@@ -25,11 +25,11 @@ from .output import (
     OutputFormat,
     document,
     instant,
-    plain,
     print_fields,
+    print_item,
     print_list,
+    print_section,
     refuse_id,
-    table,
 )
 from .remote import Namespace, Reason, Server, Token, remote
 
@@ -157,12 +157,10 @@ SCHEDULE_COLUMNS = [
 
 
 def _print(schedule: Schedule, output: OutputFormat) -> None:
-    if output.is_document:
-        typer.echo(document(plain(schedule), output))
-        return
-    if output is OutputFormat.ID:
-        typer.echo(schedule.name)
-        return
+    print_item(schedule, output, _describe)
+
+
+def _describe(schedule: Schedule, wide: bool) -> None:
     zone = schedule.time_zone
     print_fields(
         [
@@ -176,16 +174,24 @@ def _print(schedule: Schedule, output: OutputFormat) -> None:
             ("active tasks", str(schedule.active_tasks)),
         ]
     )
-    if schedule.occurrences:
-        rows = []
-        for o in schedule.occurrences:
-            when = utc(o.scheduled_at)
-            if o.instants > 1:
-                when += f" .. {utc(o.through_at)} ({o.instants})"
-            rows.append([when, o.status, o.reason, o.task_id, o.task_state, o.message])
-        typer.echo("")
-        headers = ["SCHEDULED", "STATUS", "REASON", "TASK", "TASK_STATE", "DETAIL"]
-        typer.echo(table(headers, [[str(c or "-") for c in row] for row in rows]))
+    print_section("occurrences", schedule.occurrences, OCCURRENCE_COLUMNS)
+
+
+def _when(occurrence: ScheduleOccurrence) -> str:
+    when = utc(occurrence.scheduled_at)
+    if occurrence.instants > 1:
+        when += f" .. {utc(occurrence.through_at)} ({occurrence.instants})"
+    return when
+
+
+OCCURRENCE_COLUMNS = [
+    Column("SCHEDULED", _when),
+    Column.field("status"),
+    Column.field("reason"),
+    Column("TASK", lambda o: o.task_id),
+    Column.field("task_state"),
+    Column("DETAIL", lambda o: o.message),
+]
 
 
 @app.command()

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from orbit_sdk import Task, TaskDetail, TaskEvent
 
-from .output import Column, cell, print_fields, rows, table
+from .output import Column, cell, print_fields, print_section
 from .progress_view import progress_text
 
 TASK_COLUMNS = [
@@ -122,15 +120,8 @@ def describe_task(task: Task, wide: bool) -> None:
         pairs += [("deadline_at", task.deadline_at), ("concurrency_key", task.concurrency_key)]
     print_fields(pairs)
     if isinstance(task, TaskDetail):
-        _section("attempts", task.attempts, ATTEMPT_COLUMNS)
-        _section("events", task.events, EVENT_COLUMNS)
-
-
-def _section(title: str, items: list[Any], columns: list[Column]) -> None:
-    if not items:
-        return
-    typer.echo(f"\n{title}:")
-    typer.echo(table([c.header for c in columns], rows(items, columns)))
+        print_section("attempts", task.attempts, ATTEMPT_COLUMNS)
+        print_section("events", task.events, EVENT_COLUMNS)
 
 
 def event_line(event: TaskEvent) -> str:

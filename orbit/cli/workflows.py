@@ -10,7 +10,14 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from orbit_sdk import TimeoutExpired, Workflow, WorkflowDetail
+from orbit_sdk import (
+    Signal,
+    TimeoutExpired,
+    Workflow,
+    WorkflowDefinition,
+    WorkflowDetail,
+    WorkflowStep,
+)
 
 from .exits import ExitCode, for_state
 from .inputs import read_json
@@ -20,11 +27,10 @@ from .output import (
     Output,
     OutputFormat,
     cell,
-    document,
-    plain,
     print_fields,
+    print_item,
     print_list,
-    table,
+    print_section,
 )
 from .remote import Namespace, Reason, Server, Token, remote
 
@@ -84,12 +90,10 @@ EVENT_COLUMNS = [
 
 
 def _print_workflow(workflow: Workflow, output: OutputFormat) -> None:
-    if output.is_document:
-        typer.echo(document(plain(workflow), output))
-        return
-    if output is OutputFormat.ID:
-        typer.echo(workflow.id)
-        return
+    print_item(workflow, output, _describe_workflow)
+
+
+def _describe_workflow(workflow: Workflow, wide: bool) -> None:
     names = ["id", "definition", "version", "start_key", "state", "paused", "created_at"]
     names += [n for n in ("finished_at", "output", "error") if getattr(workflow, n) is not None]
     print_fields([(name, _text(getattr(workflow, name))) for name in names])
@@ -97,24 +101,24 @@ def _print_workflow(workflow: Workflow, output: OutputFormat) -> None:
         _print_steps(workflow)
 
 
+def _current(step: WorkflowStep, field: str) -> Any:
+    """A field of the step's latest activation (its task), if it has one."""
+    return getattr(step.activations[-1], field) if step.activations else None
+
+
+STEP_COLUMNS = [
+    Column("STEP", lambda s: s.name),
+    Column.field("kind"),
+    Column.field("state"),
+    Column("ACT", lambda s: s.activation_count),
+    Column("TASK", lambda s: _current(s, "task_id")),
+    Column("TASK_STATE", lambda s: _current(s, "task_state")),
+    Column("WHERE_IT_IS", lambda s: s.detail),
+]
+
+
 def _print_steps(detail: WorkflowDetail) -> None:
-    rows = []
-    for step in detail.steps:
-        current = step.activations[-1] if step.activations else None
-        rows.append(
-            [
-                step.name,
-                step.kind,
-                step.state,
-                str(step.activation_count),
-                (current.task_id or "-") if current else "-",
-                (current.task_state or "-") if current else "-",
-                step.detail,
-            ]
-        )
-    typer.echo("")
-    headers = ["STEP", "KIND", "STATE", "ACT", "TASK", "TASK_STATE", "WHERE_IT_IS"]
-    typer.echo(table(headers, rows))
+    print_section("steps", detail.steps, STEP_COLUMNS)
     if detail.inbox_pending:
         age = detail.inbox_oldest_age_seconds or 0.0
         typer.echo(f"inbox: {detail.inbox_pending} outcome(s) not yet applied (oldest {age:.1f}s)")
@@ -177,12 +181,10 @@ def publish(
         raise typer.Exit(ExitCode.USAGE)
     with remote(server, token, manifest_namespace or namespace, OPTIONS) as r:
         result = r.client.publish_workflow(r.namespace, chosen, spec, reason)
-    if output.is_document:
-        typer.echo(document(plain(result), output))
-        return
-    if output is OutputFormat.ID:
-        typer.echo(result.name)
-        return
+    print_item(result, output, _describe_published)
+
+
+def _describe_published(result: WorkflowDefinition, wide: bool) -> None:
     what = "published" if result.changed else "unchanged:"
     digest = next(v.digest for v in result.versions if v.version == result.published_version)
     typer.echo(f"{what} {result.name} version {result.published_version} (sha256 {digest[:12]})")
@@ -305,12 +307,10 @@ def signal(
         result = r.client.signal_workflow(
             r.namespace, workflow_id, name, parsed, signal_id=signal_id
         )
-    if output.is_document:
-        typer.echo(document(plain(result), output))
-        return
-    if output is OutputFormat.ID:
-        typer.echo(result.signal_id)
-        return
+    print_item(result, output, _describe_signal, ident=lambda signal: signal.signal_id)
+
+
+def _describe_signal(result: Signal, wide: bool) -> None:
     taken = f" by step {result.consumed_by_step}" if result.consumed_by_step else ""
     replay = " (replay)" if result.replayed else ""
     typer.echo(f"signal {result.name} {result.signal_id}: {result.state}{taken}{replay}")
