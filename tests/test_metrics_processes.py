@@ -12,7 +12,7 @@ from pathlib import Path
 
 COUNT = """
 import sqlalchemy as sa
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.db import TRANSACTION_RETRIES
 metrics = Metrics(sa.create_engine("sqlite://"))
 metrics.submissions.labels("ns", "default", "new").inc(3)
@@ -23,7 +23,7 @@ TRANSACTION_RETRIES.add("deadlock")
 SCRAPE = """
 import sqlalchemy as sa
 from prometheus_client import generate_latest
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 print(generate_latest(Metrics(sa.create_engine("sqlite://")).exposition).decode())
 """
 

@@ -26,7 +26,7 @@ from orbit.engines import (
 from orbit.engines.egress import EgressPolicy
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store import replicas
 
 from . import (

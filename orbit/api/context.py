@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from fastapi import Depends, Request
 
 from orbit.engines.liveness import ReplicaLiveness
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 
 from .claimants import Claimants
 from .settings import ServerSettings

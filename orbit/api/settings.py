@@ -1,7 +1,7 @@
 """What `orbit server` (and `orbit dev`) is told on its command line, for every process it runs.
 
 A plain dataclass importing nothing heavy: the supervising process of `orbit server --workers N`
-builds it before prometheus_client may be imported (orbit/metrics_processes.py) and hands it to
+builds it before prometheus_client may be imported (orbit/metrics/processes.py) and hands it to
 its HTTP processes as JSON.
 """
 

@@ -19,7 +19,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from orbit.metrics_processes import prepare_directory, remove_directory
+from orbit.metrics.processes import prepare_directory, remove_directory
 
 from .options import store_engine
 
@@ -45,7 +45,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from orbit.api.submit_groups import SubmitGroups
     from orbit.api.wakeups import Wakeups
     from orbit.engines.liveness import ReplicaLiveness
-    from orbit.metrics import Metrics
+    from orbit.metrics.server import Metrics
 
     # The engine loops need few connections: a small pool, not an HTTP process's.
     engine = store_engine(

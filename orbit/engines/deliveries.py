@@ -7,7 +7,7 @@ backoff and parked after the last one. What is recorded is a status and a short 
 module writes; nothing the receiver sends back (its body, its reason phrase) is read or kept.
 A subscription or delivery the sender itself fails on is logged naming it and counted
 (``orbit_engine_item_errors_total{loop="deliveries"}``); the pass goes on. The delivery gauges
-are the gauge loop's (orbit/metrics_delivery.py)."""
+are the gauge loop's (orbit/metrics/delivery.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import httpx
 import sqlalchemy as sa
 
 from orbit import __version__
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.db import run_transaction
 from orbit_store.delivery.model import PushItem, PushResult
 from orbit_store.delivery.push import (

@@ -6,8 +6,8 @@ same authoritative numbers, so aggregate them across replicas with ``max``, neve
 (docs/operations/monitoring.md).
 
 A *reader* computes one group of gauge families from one short read-only transaction: the task
-backlog (here), result deliveries (orbit/metrics_delivery.py), workflows
-(orbit/metrics_workflows.py). Each keeps its own snapshot: a reader that fails is an item error
+backlog (here), result deliveries (orbit/metrics/delivery.py), workflows
+(orbit/metrics/workflows.py). Each keeps its own snapshot: a reader that fails is an item error
 of the pass (logged, ``orbit_engine_item_errors_total{loop="gauges"}``) and the others are still
 refreshed; when every reader fails (the database is unreachable) the pass fails
 (``orbit_engine_errors_total{loop="gauges"}``). A snapshot older than ``STALE_AFTER`` intervals is

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.pulse.service import PROMOTER_LOOP, PromoteReport, promote
 
 LOOP = PROMOTER_LOOP

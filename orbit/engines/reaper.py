@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit.engines.liveness import ReplicaLiveness
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.pulse.model import OUTCOME_TASK_STATES
 from orbit_store.pulse.service import REAPER_LOOP, ReapReport, reap
 

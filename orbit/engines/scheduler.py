@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.db import is_sqlite, run_transaction
 from orbit_store.passes import ItemPass
 from orbit_store.schedules.fire import fire_next

@@ -3,7 +3,7 @@
 Each pass consumes due inbox rows — each in its own transaction, a failing one logged, counted
 (``orbit_engine_item_errors_total{loop="weave-inbox"}``), backed off and retried later —
 draining a backlog in batches before it sleeps. The backlog gauges are the gauge loop's
-(orbit/metrics_workflows.py). Any number of server replicas may run it: consumption re-checks
+(orbit/metrics/workflows.py). Any number of server replicas may run it: consumption re-checks
 everything under the instance lock, and a row consumed elsewhere is a no-op.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.weave.service import INBOX_LOOP, PassReport, consume_pass
 

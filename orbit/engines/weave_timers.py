@@ -2,13 +2,13 @@
 that are due, one instance per transaction (``orbit_store.weave.timers``); an instance that
 fails is logged, counted (``orbit_engine_item_errors_total{loop="weave-timers"}``) and tried
 again next pass. The live-instance and signal-backlog gauges are the gauge loop's
-(orbit/metrics_workflows.py)."""
+(orbit/metrics/workflows.py)."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.weave.service import TIMERS_LOOP, PassReport, timer_pass
 

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from orbit.engines import deliveries, reaper, weave_inbox, weave_timers
 from orbit.engines.egress import EgressPolicy
 from orbit.engines.loop import EngineLoop
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.pulse.leases import expiry
 from orbit_store.schema import subscriptions
 from orbit_store.weave import timers

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 import sqlalchemy as sa
 from prometheus_client.core import Metric
 
-from orbit.metrics_delivery import delivery_gauges
-from orbit.metrics_workflows import workflow_gauges
+from orbit.metrics.delivery import delivery_gauges
+from orbit.metrics.workflows import workflow_gauges
 
 from .delivery_driver import DeliveryDriver
 from .weave.test_weave_inbox import TWO_STEPS, finish_first

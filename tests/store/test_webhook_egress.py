@@ -25,7 +25,7 @@ from cryptography.x509.oid import NameOID
 from orbit.engines import deliveries
 from orbit.engines.egress import EgressPolicy, EgressRefused, pin
 from orbit.engines.webhooks import SecretDirectory, SecretUnavailable
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.schema import subscriptions
 
 from .delivery_driver import DeliveryDriver

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from orbit.engines.scheduler import scheduler_pass
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.schema import schedules as schedules_table
 
 from ..schedule_driver import ScheduleDriver

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit.engines.reaper import reaper_pass
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store import replicas
 from orbit_store.clock import db_now
 from orbit_store.db import create_store_engine, run_transaction

@@ -14,7 +14,7 @@ from prometheus_client.core import Metric
 
 from orbit.engines import gauges
 from orbit.engines.gauges import GaugeCache, GaugesUnavailable, backlog_gauges, gauge
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.pulse.views.backlog import read_backlog
 
 from ...pulse_driver import PulseDriver

@@ -1,7 +1,7 @@
 """Prometheus metrics for the server and its engines (ORBIT.md §11).
 
 Each app gets its own registry; with several server processes per pod, /metrics sums the
-counters and histograms of all the pod's processes (orbit/metrics_processes.py). Every gauge
+counters and histograms of all the pod's processes (orbit/metrics/processes.py). Every gauge
 derived from MySQL (queue depth by state and NEEDS_REVIEW, oldest waiting age, worker sessions,
 delivery and workflow backlogs) is computed by each replica's gauge loop and served from its
 cache (orbit/engines/gauges.py), so a scrape never queries the database; every replica reports
@@ -21,10 +21,10 @@ from prometheus_client.registry import Collector
 
 from orbit.engines.gauges import LOOP as GAUGES_LOOP
 from orbit.engines.gauges import GaugeCache, backlog_gauges
-from orbit.metrics_delivery import delivery_gauges
-from orbit.metrics_fencing import fence_gauges
-from orbit.metrics_processes import multiprocess
-from orbit.metrics_workflows import WorkflowMetrics, workflow_gauges
+from orbit.metrics.delivery import delivery_gauges
+from orbit.metrics.fencing import fence_gauges
+from orbit.metrics.processes import multiprocess
+from orbit.metrics.workflows import WorkflowMetrics, workflow_gauges
 from orbit_store.db import TRANSACTION_RETRIES, RetryCounter
 from orbit_store.pulse.batches import SET_PATH_FALLBACKS
 
