@@ -14,22 +14,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from orbit import __version__, console
-from orbit.engines import (
-    deliveries,
-    gauges,
-    promoter,
-    reaper,
-    scheduler,
-    weave_inbox,
-    weave_timers,
-)
-from orbit.engines.egress import EgressPolicy
-from orbit.engines.liveness import ReplicaLiveness
-from orbit.engines.loop import EngineLoop
-from orbit.metrics.server import Metrics
-from orbit_store import replicas
-
-from . import (
+from orbit.api import (
     body_limit,
     limits,
     problems,
@@ -48,11 +33,25 @@ from . import (
     routes_workflows,
     schemas_batches,
 )
-from .auth import TokenCache
-from .context import AppContext, ServerSettings
-from .ready_watch import ReadyWatch
-from .submit_groups import SubmitGroups
-from .wakeups import Wakeups
+from orbit.api.auth import TokenCache
+from orbit.api.context import AppContext, ServerSettings
+from orbit.api.ready_watch import ReadyWatch
+from orbit.api.submit_groups import SubmitGroups
+from orbit.api.wakeups import Wakeups
+from orbit.engines import (
+    deliveries,
+    gauges,
+    promoter,
+    reaper,
+    scheduler,
+    weave_inbox,
+    weave_timers,
+)
+from orbit.engines.egress import EgressPolicy
+from orbit.engines.liveness import ReplicaLiveness
+from orbit.engines.loop import EngineLoop
+from orbit.metrics.server import Metrics
+from orbit_store import replicas
 
 log = logging.getLogger("orbit.server")
 

@@ -15,9 +15,8 @@ import anyio
 import sqlalchemy as sa
 from fastapi import Depends, Header, Request
 
+from orbit.api.problems import ApiProblem
 from orbit_store.credentials import Credential, Role, hash_api_token, live_credentials
-
-from .problems import ApiProblem
 
 CACHE_SECONDS = 5.0
 

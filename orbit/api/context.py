@@ -9,13 +9,12 @@ from typing import Annotated
 import sqlalchemy as sa
 from fastapi import Depends, Request
 
+from orbit.api.claimants import Claimants
+from orbit.api.settings import ServerSettings
+from orbit.api.submit_groups import SubmitGroups
+from orbit.api.wakeups import Wakeups
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics.server import Metrics
-
-from .claimants import Claimants
-from .settings import ServerSettings
-from .submit_groups import SubmitGroups
-from .wakeups import Wakeups
 
 __all__ = ["AppContext", "Ctx", "ServerSettings", "app_context"]
 

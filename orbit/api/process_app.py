@@ -17,11 +17,10 @@ import time
 
 from fastapi import FastAPI
 
+from orbit.api.app import create_app
+from orbit.api.context import ServerSettings
 from orbit.database import open_engine
 from orbit.logs import configure_logging
-
-from .app import create_app
-from .context import ServerSettings
 
 SETTINGS_ENV = "ORBIT_SERVER_PROCESS_SETTINGS"
 #: The supervising process's pid, set by it before it spawns the HTTP processes.

@@ -30,9 +30,8 @@ from collections.abc import Callable
 import anyio
 import sqlalchemy as sa
 
+from orbit.api.wakeups import Wakeups
 from orbit_store.pulse.claim.readiness import Want, readiness
-
-from .wakeups import Wakeups
 
 log = logging.getLogger("orbit.api.ready_watch")
 

@@ -16,15 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbit.api import limits
+from orbit.api.context import AppContext
+from orbit.api.problems import problem_body
+from orbit.api.schemas import CompletionItem, CompletionItemResult
+from orbit.api.unstorable_reports import Report, storable_report
 from orbit_store.pulse import batches
 from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.model import OUTCOME_TASK_STATES, CompletionResult, CompletionStatus, Outcome
-
-from . import limits
-from .context import AppContext
-from .problems import problem_body
-from .schemas import CompletionItem, CompletionItemResult
-from .unstorable_reports import Report, storable_report
 
 
 def completion_refusal(attempt_id: str, result: CompletionResult) -> tuple[int, str, str] | None:

@@ -12,15 +12,14 @@ import functools
 
 from fastapi import APIRouter
 
+from orbit.api import schemas_fencing as schemas
+from orbit.api.auth import CurrentCredential, authorize
+from orbit.api.context import Ctx
+from orbit.api.routes_tasks import PROBLEMS
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.fencing import SYSTEM_NAMESPACE, fence_history, fence_state, reopen_dispatch
 from orbit_store.restore_fence import restore_fence
-
-from . import schemas_fencing as schemas
-from .auth import CurrentCredential, authorize
-from .context import Ctx
-from .routes_tasks import PROBLEMS
 
 router = APIRouter(prefix="/v1/admin/restore-fence", tags=["admin"])
 

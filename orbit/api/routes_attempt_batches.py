@@ -16,17 +16,16 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter
 
+from orbit.api import schemas_batches
+from orbit.api.auth import CurrentCredential
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import problem_body
+from orbit.api.reports import apply_reports
+from orbit.api.routes_tasks import PROBLEMS
+from orbit.api.routes_workers import START_REFUSALS, worker_namespace
 from orbit_store.pulse import batches
 from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.model import Safety, StartResult
-
-from . import schemas_batches
-from .auth import CurrentCredential
-from .context import AppContext, Ctx
-from .problems import problem_body
-from .reports import apply_reports
-from .routes_tasks import PROBLEMS
-from .routes_workers import START_REFUSALS, worker_namespace
 
 router = APIRouter(tags=["workers"])
 

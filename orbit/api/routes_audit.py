@@ -11,14 +11,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from orbit.api import schemas_results as schemas
+from orbit.api.auth import CurrentCredential, authorize
+from orbit.api.context import Ctx
+from orbit.api.problems import ApiProblem
+from orbit.api.routes_tasks import PROBLEMS, _utc
 from orbit_store.audit import AuditEntry, AuditQuery, list_audit
 from orbit_store.credentials import Role
-
-from . import schemas_results as schemas
-from .auth import CurrentCredential, authorize
-from .context import Ctx
-from .problems import ApiProblem
-from .routes_tasks import PROBLEMS, _utc
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 

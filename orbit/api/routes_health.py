@@ -9,11 +9,10 @@ from fastapi.responses import RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from orbit import __version__
+from orbit.api.context import Ctx
+from orbit.api.problems import problem
+from orbit.api.routes_tasks import PROBLEMS
 from orbit_store import migrate
-
-from .context import Ctx
-from .problems import problem
-from .routes_tasks import PROBLEMS
 
 router = APIRouter(tags=["health"])
 

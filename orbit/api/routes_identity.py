@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import schemas
-from .auth import CurrentCredential
-from .routes_tasks import PROBLEMS
+from orbit.api import schemas
+from orbit.api.auth import CurrentCredential
+from orbit.api.routes_tasks import PROBLEMS
 
 router = APIRouter(tags=["identity"])
 

@@ -11,6 +11,12 @@ from typing import Annotated
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query, Response
 
+from orbit.api import limits
+from orbit.api import schedule_schemas as wire
+from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import ApiProblem
+from orbit.api.routes_tasks import PROBLEMS, Namespace, _utc
 from orbit_store.clock import db_now
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
@@ -26,13 +32,6 @@ from orbit_store.schedules.model import (
 )
 from orbit_store.schedules.queries import get_schedule, list_schedules
 from orbit_store.schedules.trigger import trigger_schedule
-
-from . import limits
-from . import schedule_schemas as wire
-from .auth import READ_ROLES, CurrentCredential, authorize
-from .context import AppContext, Ctx
-from .problems import ApiProblem
-from .routes_tasks import PROBLEMS, Namespace, _utc
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/schedules", tags=["schedules"])
 

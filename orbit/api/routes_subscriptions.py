@@ -13,6 +13,12 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query, Response
 from fastapi import Path as PathParam
 
+from orbit.api import schemas_results as schemas
+from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import ApiProblem
+from orbit.api.routes_tasks import PROBLEMS, Namespace
+from orbit.api.schemas import NAME_PATTERN
 from orbit.engines.egress import EgressPolicy, EgressRefused, Unresolvable, pin
 from orbit.engines.webhooks import SecretDirectory, SecretUnavailable, event_document
 from orbit_store.credentials import Role
@@ -26,13 +32,6 @@ from orbit_store.delivery.subscriptions import (
     list_subscriptions,
     put_subscription,
 )
-
-from . import schemas_results as schemas
-from .auth import READ_ROLES, CurrentCredential, authorize
-from .context import AppContext, Ctx
-from .problems import ApiProblem
-from .routes_tasks import PROBLEMS, Namespace
-from .schemas import NAME_PATTERN
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/subscriptions", tags=["subscriptions"])
 

@@ -12,18 +12,17 @@ from __future__ import annotations
 import anyio
 from fastapi import APIRouter
 
+from orbit.api import limits, schemas_batches
+from orbit.api.auth import CurrentCredential, authorize
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import not_storable_extra, problem_body, store_status
+from orbit.api.routes_tasks import PROBLEMS, Namespace, submission_request
 from orbit_store.credentials import Role
 from orbit_store.pulse import service
 from orbit_store.pulse.model import WaitPath
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit.bulk import BatchItemResult
 from orbit_store.pulse.views import queries
-
-from . import limits, schemas_batches
-from .auth import CurrentCredential, authorize
-from .context import AppContext, Ctx
-from .problems import not_storable_extra, problem_body, store_status
-from .routes_tasks import PROBLEMS, Namespace, submission_request
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
 

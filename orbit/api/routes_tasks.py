@@ -12,6 +12,10 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Path, Query, Response
 
+from orbit.api import limits, schemas
+from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import ApiProblem
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse.manual.cancel import cancel_task
@@ -20,11 +24,6 @@ from orbit_store.pulse.model import OUTCOME_TASK_STATES, Safety, WaitPath
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.views import queries
 from orbit_store.pulse.views.waiting import waiting_causes
-
-from . import limits, schemas
-from .auth import READ_ROLES, CurrentCredential, authorize
-from .context import AppContext, Ctx
-from .problems import ApiProblem
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
 

@@ -16,6 +16,13 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, Path, Request, Response
 
+from orbit.api import limits, schemas
+from orbit.api.auth import CurrentCredential, authorize
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import ApiProblem
+from orbit.api.reports import ON_LEASE, answer_reports, check_reports, completion_refusal
+from orbit.api.routes_tasks import PROBLEMS
+from orbit.api.unstorable_reports import Report, storable_report
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse import cycle, service
@@ -37,14 +44,6 @@ from orbit_store.pulse.model import (
     StartRefusal,
 )
 from orbit_store.pulse.workers import sessions
-
-from . import limits, schemas
-from .auth import CurrentCredential, authorize
-from .context import AppContext, Ctx
-from .problems import ApiProblem
-from .reports import ON_LEASE, answer_reports, check_reports, completion_refusal
-from .routes_tasks import PROBLEMS
-from .unstorable_reports import Report, storable_report
 
 router = APIRouter(tags=["workers"])
 

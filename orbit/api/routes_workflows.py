@@ -11,6 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
+from orbit.api import limits
+from orbit.api import schemas_workflows as wire
+from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.context import AppContext, Ctx
+from orbit.api.problems import ApiProblem
+from orbit.api.routes_tasks import PROBLEMS, Namespace, _decode_token
+from orbit.api.schemas import NAME_PATTERN
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.weave import control, queries, service
@@ -18,14 +25,6 @@ from orbit_store.weave.definitions import get_definition
 from orbit_store.weave.model import AdvanceReport, ControlResult
 from orbit_store.weave.spec import InvalidDefinition
 from orbit_store.weave.start import StartRequest
-
-from . import limits
-from . import schemas_workflows as wire
-from .auth import READ_ROLES, CurrentCredential, authorize
-from .context import AppContext, Ctx
-from .problems import ApiProblem
-from .routes_tasks import PROBLEMS, Namespace, _decode_token
-from .schemas import NAME_PATTERN
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["workflows"])
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .schemas import NAME_PATTERN, Out, Safety, Strict
+from orbit.api.schemas import NAME_PATTERN, Out, Safety, Strict
 
 ConcurrencyPolicyName = Literal["Allow", "Forbid", "Replace"]
 MisfirePolicyName = Literal["Skip", "FireOnce", "CatchUp"]

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .schemas import (
+from orbit.api.schemas import (
     MAX_REPORTS,
     CompletionItem,
     CompletionItemResult,

@@ -6,7 +6,7 @@ import datetime as dt
 
 from pydantic import Field
 
-from .schemas import Out, Strict
+from orbit.api.schemas import Out, Strict
 
 
 class FenceRequest(Strict):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .schemas import Out, Strict
+from orbit.api.schemas import Out, Strict
 
 OutcomeName = Literal["SUCCEEDED", "FAILED", "CANCELLED", "NEEDS_REVIEW"]
 

@@ -8,7 +8,7 @@ import datetime as dt
 
 from pydantic import Field
 
-from .schemas import Out
+from orbit.api.schemas import Out
 
 
 class QueueOverview(Out):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .schemas import NAME_PATTERN, Out, Strict
+from orbit.api.schemas import NAME_PATTERN, Out, Strict
 
 IDENTIFIER = r"^[a-z][a-z0-9_]{0,62}$"
 InstanceStateName = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
