@@ -14,28 +14,22 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from orbit import __version__, console
-from orbit.api import (
-    body_limit,
-    limits,
-    problems,
-    request_ids,
-    routes_admin,
-    routes_attempt_batches,
-    routes_audit,
-    routes_health,
-    routes_identity,
-    routes_schedules,
-    routes_subscriptions,
-    routes_task_batches,
-    routes_tasks,
-    routes_views,
-    routes_workers,
-    routes_workflows,
-    schemas_batches,
-)
+from orbit.api import body_limit, limits, problems, request_ids, schemas_batches
 from orbit.api.auth import TokenCache
 from orbit.api.context import AppContext, ServerSettings
 from orbit.api.ready_watch import ReadyWatch
+from orbit.api.routes import admin as routes_admin
+from orbit.api.routes import attempt_batches as routes_attempt_batches
+from orbit.api.routes import audit as routes_audit
+from orbit.api.routes import health as routes_health
+from orbit.api.routes import identity as routes_identity
+from orbit.api.routes import schedules as routes_schedules
+from orbit.api.routes import subscriptions as routes_subscriptions
+from orbit.api.routes import task_batches as routes_task_batches
+from orbit.api.routes import tasks as routes_tasks
+from orbit.api.routes import views as routes_views
+from orbit.api.routes import workers as routes_workers
+from orbit.api.routes import workflows as routes_workflows
 from orbit.api.submit_groups import SubmitGroups
 from orbit.api.wakeups import Wakeups
 from orbit.engines import (

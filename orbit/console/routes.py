@@ -1,6 +1,6 @@
 """Serving the console: ``/ui/assets/…`` are the package's static files, every other ``/ui/…``
 path is the one HTML page (the browser's router draws the page the path names, so every page
-has a URL to share); ``/`` leads a browser to it (orbit/api/routes_health.py).
+has a URL to share); ``/`` leads a browser to it (orbit/api/routes/health.py).
 
 The page's Content-Security-Policy allows scripts, styles and requests from this server only;
 the one inline script, the import map, is allowed by its hash.

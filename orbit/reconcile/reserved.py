@@ -1,6 +1,6 @@
 """The system namespace is reserved. An admin credential in ``orbit-system``
 (:data:`orbit_store.fencing.SYSTEM_NAMESPACE`) is the database's administrator: it fences dispatch
-after a restore and reopens it (orbit/api/routes_admin.py). So declaring anything there through
+after a restore and reopens it (orbit/api/routes/admin.py). So declaring anything there through
 manifests is not for whoever happens to be able to create a Kubernetes namespace of that name:
 
 - **the operator** reconciles resources in ``orbit-system`` only when it runs in that Kubernetes

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from fastapi import FastAPI
 from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fixtures)
 
-from orbit.api import routes_workers
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
+from orbit.api.routes import workers as routes_workers
 from orbit_store.credentials import create_token
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service

@@ -16,7 +16,7 @@ from orbit.api import limits, schemas_batches
 from orbit.api.auth import CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
 from orbit.api.problems import not_storable_extra, problem_body, store_status
-from orbit.api.routes_tasks import PROBLEMS, Namespace, submission_request
+from orbit.api.routes.tasks import PROBLEMS, Namespace, submission_request
 from orbit_store.credentials import Role
 from orbit_store.pulse import service
 from orbit_store.pulse.model import WaitPath

@@ -21,7 +21,7 @@ from orbit.api.auth import CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
 from orbit.api.problems import ApiProblem
 from orbit.api.reports import ON_LEASE, answer_reports, check_reports, completion_refusal
-from orbit.api.routes_tasks import PROBLEMS
+from orbit.api.routes.tasks import PROBLEMS
 from orbit.api.unstorable_reports import Report, storable_report
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from orbit.api import schemas
 from orbit.api.auth import CurrentCredential
-from orbit.api.routes_tasks import PROBLEMS
+from orbit.api.routes.tasks import PROBLEMS
 
 router = APIRouter(tags=["identity"])
 

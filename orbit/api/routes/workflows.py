@@ -16,7 +16,7 @@ from orbit.api import schemas_workflows as wire
 from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
 from orbit.api.problems import ApiProblem
-from orbit.api.routes_tasks import PROBLEMS, Namespace, _decode_token
+from orbit.api.routes.tasks import PROBLEMS, Namespace, _decode_token
 from orbit.api.schemas import NAME_PATTERN
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction

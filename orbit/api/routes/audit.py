@@ -15,7 +15,7 @@ from orbit.api import schemas_results as schemas
 from orbit.api.auth import CurrentCredential, authorize
 from orbit.api.context import Ctx
 from orbit.api.problems import ApiProblem
-from orbit.api.routes_tasks import PROBLEMS, _utc
+from orbit.api.routes.tasks import PROBLEMS, _utc
 from orbit_store.audit import AuditEntry, AuditQuery, list_audit
 from orbit_store.credentials import Role
 

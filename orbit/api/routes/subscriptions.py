@@ -17,7 +17,7 @@ from orbit.api import schemas_results as schemas
 from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
 from orbit.api.problems import ApiProblem
-from orbit.api.routes_tasks import PROBLEMS, Namespace
+from orbit.api.routes.tasks import PROBLEMS, Namespace
 from orbit.api.schemas import NAME_PATTERN
 from orbit.engines.egress import EgressPolicy, EgressRefused, Unresolvable, pin
 from orbit.engines.webhooks import SecretDirectory, SecretUnavailable, event_document
