@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from orbit import __version__, console
-from orbit.api import body_limit, limits, problems, request_ids, schemas_batches
+from orbit.api import body_limit, limits, problems, request_ids
 from orbit.api.auth import TokenCache
 from orbit.api.context import AppContext, ServerSettings
 from orbit.api.ready_watch import ReadyWatch
@@ -30,6 +30,7 @@ from orbit.api.routes import tasks as routes_tasks
 from orbit.api.routes import views as routes_views
 from orbit.api.routes import workers as routes_workers
 from orbit.api.routes import workflows as routes_workflows
+from orbit.api.schemas import batches as schemas_batches
 from orbit.api.submit_groups import SubmitGroups
 from orbit.api.wakeups import Wakeups
 from orbit.engines import (

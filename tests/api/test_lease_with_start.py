@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit.api.schemas_batches import WORKER_PROTOCOL
+from orbit.api.schemas.batches import WORKER_PROTOCOL
 from orbit_store.schema import task_attempts, task_events, tasks
 
 from .conftest import Api

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit.api.schemas_batches import WORKER_PROTOCOL
+from orbit.api.schemas.batches import WORKER_PROTOCOL
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.workers.sessions import revoke_session

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 
 from orbit.api import limits
-from orbit.api import schemas_workflows as wire
 from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
 from orbit.api.problems import ApiProblem
 from orbit.api.routes.tasks import PROBLEMS, Namespace, _decode_token
 from orbit.api.schemas import NAME_PATTERN
+from orbit.api.schemas import workflows as wire
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.weave import control, queries, service

@@ -1,5 +1,8 @@
-"""The HTTP API's request and response bodies (``/v1``). This module is the wire contract the
-SDK (``orbit_sdk``) mirrors; extend it, don't break it."""
+"""The HTTP API's request and response bodies (``/v1``): the wire contract the SDK
+(``orbit_sdk``) mirrors; extend it, don't break it.
+
+Here: the base models (``Strict`` in, ``Out`` out), tasks and the worker protocol; beside it one
+module per other resource family (batches, fencing, results, schedules, views, workflows)."""
 
 from __future__ import annotations
 
