@@ -3,10 +3,10 @@ process spends on one ``submit_group`` transaction (C driver or PyMySQL, real Ma
 request in it, and the statements it sends.
 
 The server groups concurrent ``POST …/tasks`` requests into one transaction
-(``orbit/api/submit_groups.py``); how large the groups get decides most of a submission's store
-cost, and a second server process halves them (each groups only the requests it receives;
-docs/performance.md). Sizes are alternated round by round, so a machine whose speed drifts hits
-each alike; medians are printed.
+(``orbit/api/concurrency/submit_groups.py``); how large the groups get decides most of a
+submission's store cost, and a second server process halves them (each groups only the requests it
+receives; docs/performance.md). Sizes are alternated round by round, so a machine whose speed drifts
+hits each alike; medians are printed.
 Usage: ``.venv/bin/python bench/submit_groups.py [--sizes 1 2 4 8 16] [--rounds 150]``.
 """
 

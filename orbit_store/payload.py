@@ -3,8 +3,9 @@ hands over to be stored and handed on — a task's params, a result and error, a
 a signal's payload, a schedule's task template, and the params of a task a workflow step makes.
 
 Sizes are measured as compact UTF-8 JSON, the way the store keeps them. The HTTP API answers
-an oversized field with a 413 ``payload-too-large`` problem naming it (orbit/api/limits.py); a
-workflow step whose rendered params are too large fails with that reason instead.
+an oversized field with a 413 ``payload-too-large`` problem naming it
+(orbit/api/transport/limits.py); a workflow step whose rendered params are too large fails with that
+reason instead.
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from orbit import __version__, console
-from orbit.api import body_limit, limits, problems, request_ids
-from orbit.api.auth import TokenCache
+from orbit.api.concurrency.ready_watch import ReadyWatch
+from orbit.api.concurrency.submit_groups import SubmitGroups
+from orbit.api.concurrency.wakeups import Wakeups
 from orbit.api.context import AppContext, ServerSettings
-from orbit.api.ready_watch import ReadyWatch
 from orbit.api.routes import admin as routes_admin
 from orbit.api.routes import attempt_batches as routes_attempt_batches
 from orbit.api.routes import audit as routes_audit
@@ -31,8 +31,8 @@ from orbit.api.routes import views as routes_views
 from orbit.api.routes import workers as routes_workers
 from orbit.api.routes import workflows as routes_workflows
 from orbit.api.schemas import batches as schemas_batches
-from orbit.api.submit_groups import SubmitGroups
-from orbit.api.wakeups import Wakeups
+from orbit.api.transport import body_limit, limits, problems, request_ids
+from orbit.api.transport.auth import TokenCache
 from orbit.engines import (
     deliveries,
     gauges,

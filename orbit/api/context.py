@@ -9,10 +9,10 @@ from typing import Annotated
 import sqlalchemy as sa
 from fastapi import Depends, Request
 
-from orbit.api.claimants import Claimants
+from orbit.api.concurrency.claimants import Claimants
+from orbit.api.concurrency.submit_groups import SubmitGroups
+from orbit.api.concurrency.wakeups import Wakeups
 from orbit.api.settings import ServerSettings
-from orbit.api.submit_groups import SubmitGroups
-from orbit.api.wakeups import Wakeups
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics.server import Metrics
 

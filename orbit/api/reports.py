@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbit.api import limits
 from orbit.api.context import AppContext
-from orbit.api.problems import problem_body
 from orbit.api.schemas import CompletionItem, CompletionItemResult
+from orbit.api.transport import limits
+from orbit.api.transport.problems import problem_body
 from orbit.api.unstorable_reports import Report, storable_report
 from orbit_store.pulse import batches
 from orbit_store.pulse.batch import items as batch_items

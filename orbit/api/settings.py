@@ -24,7 +24,7 @@ class ServerSettings:
     timer_interval: float = 1.0
     weave_workers: int = 8  # threads consuming the inbox / firing timers side by side
     #: Each waiting lease request's own probe: the fallback when the shared probe is off or
-    #: a kind of work stays present without being claimable (ready_watch.py).
+    #: a kind of work stays present without being claimable (concurrency/ready_watch.py).
     lease_poll_interval: float = 1.0
     #: The process's shared probe waking waiting lease requests for work made ready anywhere
     #: (other processes and replicas, scheduler, Weave, backoff); 0 turns it off.

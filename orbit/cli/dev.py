@@ -23,7 +23,7 @@ from .worker import load_worker
 if TYPE_CHECKING:
     import uvicorn
 
-    from orbit.api.wakeups import Wakeups
+    from orbit.api.concurrency.wakeups import Wakeups
 
 
 DEV_CONTEXT = "dev"

@@ -6,8 +6,8 @@ kernel spreads connections among them), restarts one that dies, and on SIGTERM s
 scheduler, deliveries, Weave — once for the pod: they would be safe N times over (every decision
 is a conditional transaction, SKIP LOCKED), but each copy adds its queries every interval for
 nothing. Each HTTP process runs only the gauge loop (its /metrics serves that snapshot) and its
-own shared wake-up probe (orbit/api/ready_watch.py): a task made READY by a submission to one
-process, or by the engine loops here, reaches a lease request waiting in another process
+own shared wake-up probe (orbit/api/concurrency/ready_watch.py): a task made READY by a submission
+to one process, or by the engine loops here, reaches a lease request waiting in another process
 through that probe, as it reaches one waiting in another replica (docs/operations/scaling.md).
 One process per pod and more replicas is the default and the documented way to scale.
 """
@@ -40,10 +40,10 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from uvicorn.supervisors import Multiprocess
 
     from orbit.api.app import engine_loops, record_serving
+    from orbit.api.concurrency.submit_groups import SubmitGroups
+    from orbit.api.concurrency.wakeups import Wakeups
     from orbit.api.context import AppContext
     from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
-    from orbit.api.submit_groups import SubmitGroups
-    from orbit.api.wakeups import Wakeups
     from orbit.engines.liveness import ReplicaLiveness
     from orbit.metrics.server import Metrics
 

@@ -8,7 +8,7 @@ import asyncio
 import functools
 from typing import Any
 
-from orbit.api.claimants import Claimants
+from orbit.api.concurrency.claimants import Claimants
 from orbit_store.db import run_transaction
 from orbit_store.pulse.claim.claim import Claimant
 from orbit_store.pulse.workers.sessions import close_session

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from orbit.api.wakeups import Wakeups
+from orbit.api.concurrency.wakeups import Wakeups
 from orbit_store.pulse import service
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import task_attempts, tasks

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import pytest
 import sqlalchemy as sa
 
-from orbit.api.ready_watch import ReadyWatch
-from orbit.api.wakeups import Wakeups
+from orbit.api.concurrency.ready_watch import ReadyWatch
+from orbit.api.concurrency.wakeups import Wakeups
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.claim.claim import claim_tasks

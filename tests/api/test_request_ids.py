@@ -1,5 +1,5 @@
-"""Every answer carries an ``X-Request-Id`` (orbit/api/request_ids.py): the client's when it
-sent a sane one, else a new one, unique across requests and processes."""
+"""Every answer carries an ``X-Request-Id`` (orbit/api/transport/request_ids.py): the client's when
+it sent a sane one, else a new one, unique across requests and processes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orbit.api import request_ids
+from orbit.api.transport import request_ids
 
 from .conftest import Answer, Api, asgi_request, authed
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from orbit.api.auth import CACHE_SECONDS
+from orbit.api.transport.auth import CACHE_SECONDS
 from orbit_store.schema import task_events
 
 from .conftest import (

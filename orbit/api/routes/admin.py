@@ -12,10 +12,10 @@ import functools
 
 from fastapi import APIRouter
 
-from orbit.api.auth import CurrentCredential, authorize
 from orbit.api.context import Ctx
 from orbit.api.routes.tasks import PROBLEMS
 from orbit.api.schemas import fencing as schemas
+from orbit.api.transport.auth import CurrentCredential, authorize
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.fencing import SYSTEM_NAMESPACE, fence_history, fence_state, reopen_dispatch

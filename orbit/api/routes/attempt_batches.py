@@ -16,13 +16,13 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter
 
-from orbit.api.auth import CurrentCredential
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import problem_body
 from orbit.api.reports import apply_reports
 from orbit.api.routes.tasks import PROBLEMS
 from orbit.api.routes.workers import START_REFUSALS, worker_namespace
 from orbit.api.schemas import batches as schemas_batches
+from orbit.api.transport.auth import CurrentCredential
+from orbit.api.transport.problems import problem_body
 from orbit_store.pulse import batches
 from orbit_store.pulse.batch import items as batch_items
 from orbit_store.pulse.model import Safety, StartResult

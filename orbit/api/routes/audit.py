@@ -11,11 +11,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from orbit.api.auth import CurrentCredential, authorize
 from orbit.api.context import Ctx
-from orbit.api.problems import ApiProblem
 from orbit.api.routes.tasks import PROBLEMS, _utc
 from orbit.api.schemas import results as schemas
+from orbit.api.transport.auth import CurrentCredential, authorize
+from orbit.api.transport.problems import ApiProblem
 from orbit_store.audit import AuditEntry, AuditQuery, list_audit
 from orbit_store.credentials import Role
 

@@ -10,8 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from orbit import __version__
 from orbit.api.context import Ctx
-from orbit.api.problems import problem
 from orbit.api.routes.tasks import PROBLEMS
+from orbit.api.transport.problems import problem
 from orbit_store import migrate
 
 router = APIRouter(tags=["health"])

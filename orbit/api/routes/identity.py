@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from orbit.api import schemas
-from orbit.api.auth import CurrentCredential
 from orbit.api.routes.tasks import PROBLEMS
+from orbit.api.transport.auth import CurrentCredential
 
 router = APIRouter(tags=["identity"])
 

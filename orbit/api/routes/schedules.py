@@ -11,12 +11,12 @@ from typing import Annotated
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query, Response
 
-from orbit.api import limits
-from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import ApiProblem
 from orbit.api.routes.tasks import PROBLEMS, Namespace, _utc
 from orbit.api.schemas import schedules as wire
+from orbit.api.transport import limits
+from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.transport.problems import ApiProblem
 from orbit_store.clock import db_now
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction

@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query, Response
 from fastapi import Path as PathParam
 
-from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import ApiProblem
 from orbit.api.routes.tasks import PROBLEMS, Namespace
 from orbit.api.schemas import NAME_PATTERN
 from orbit.api.schemas import results as schemas
+from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.transport.problems import ApiProblem
 from orbit.engines.egress import EgressPolicy, EgressRefused, Unresolvable, pin
 from orbit.engines.webhooks import SecretDirectory, SecretUnavailable, event_document
 from orbit_store.credentials import Role

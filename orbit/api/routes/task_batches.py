@@ -12,12 +12,12 @@ from __future__ import annotations
 import anyio
 from fastapi import APIRouter
 
-from orbit.api import limits
-from orbit.api.auth import CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import not_storable_extra, problem_body, store_status
 from orbit.api.routes.tasks import PROBLEMS, Namespace, submission_request
 from orbit.api.schemas import batches as schemas_batches
+from orbit.api.transport import limits
+from orbit.api.transport.auth import CurrentCredential, authorize
+from orbit.api.transport.problems import not_storable_extra, problem_body, store_status
 from orbit_store.credentials import Role
 from orbit_store.pulse import service
 from orbit_store.pulse.model import WaitPath

@@ -12,10 +12,11 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Path, Query, Response
 
-from orbit.api import limits, schemas
-from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api import schemas
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import ApiProblem
+from orbit.api.transport import limits
+from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.transport.problems import ApiProblem
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse.manual.cancel import cancel_task

@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import Ctx
 from orbit.api.routes.tasks import PROBLEMS, Namespace
 from orbit.api.schemas import views as wire
+from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit_store.overview import namespace_overview
 from orbit_store.pulse.workers.worker_views import MAX_ENDED, list_sessions
 

@@ -16,12 +16,13 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, Path, Request, Response
 
-from orbit.api import limits, schemas
-from orbit.api.auth import CurrentCredential, authorize
+from orbit.api import schemas
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import ApiProblem
 from orbit.api.reports import ON_LEASE, answer_reports, check_reports, completion_refusal
 from orbit.api.routes.tasks import PROBLEMS
+from orbit.api.transport import limits
+from orbit.api.transport.auth import CurrentCredential, authorize
+from orbit.api.transport.problems import ApiProblem
 from orbit.api.unstorable_reports import Report, storable_report
 from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction

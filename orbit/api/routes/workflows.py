@@ -11,13 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
-from orbit.api import limits
-from orbit.api.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.context import AppContext, Ctx
-from orbit.api.problems import ApiProblem
 from orbit.api.routes.tasks import PROBLEMS, Namespace, _decode_token
 from orbit.api.schemas import NAME_PATTERN
 from orbit.api.schemas import workflows as wire
+from orbit.api.transport import limits
+from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
+from orbit.api.transport.problems import ApiProblem
 from orbit_store.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.weave import control, queries, service

@@ -1,8 +1,8 @@
 """The shared wake-up probe: which of the waiting workers' wants a claim could serve now.
 
 A server process runs this once per probe interval for each namespace that has waiting lease
-requests (orbit/api/ready_watch.py), instead of each request asking the database on its own. It
-is what lets a task made ready anywhere else — another process or replica of the server, the
+requests (orbit/api/concurrency/ready_watch.py), instead of each request asking the database on its
+own. It is what lets a task made ready anywhere else — another process or replica of the server, the
 scheduler, Weave, a retry or backoff falling due, a permit or gate released — wake a waiting
 worker within one probe interval. A *want* is what a waiting request can run: a (queue, handler)
 pair, or (queue, None) for a worker that runs any handler.

@@ -30,10 +30,10 @@ from collections.abc import Callable
 import anyio
 import sqlalchemy as sa
 
-from orbit.api.wakeups import Wakeups
+from orbit.api.concurrency.wakeups import Wakeups
 from orbit_store.pulse.claim.readiness import Want, readiness
 
-log = logging.getLogger("orbit.api.ready_watch")
+log = logging.getLogger("orbit.api.concurrency.ready_watch")
 
 LOOP = "wake_probe"
 #: Default seconds between probes while requests wait: the cross-process dispatch latency bound.

@@ -11,8 +11,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from orbit.api import limits, request_ids
-from orbit.api.request_ids import request_id
+from orbit.api.transport import limits, request_ids
+from orbit.api.transport.request_ids import request_id
 from orbit_store import errors as store
 from orbit_store.db import data_refused, is_data_error
 
