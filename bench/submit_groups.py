@@ -30,7 +30,7 @@ from bench.batch_paths import (  # the repository root, added above (run as a sc
     count_statements,
 )
 from orbit_store.db import run_transaction
-from orbit_store.pulse.limits.queues import ensure_namespace
+from orbit_store.namespaces import ensure_namespace
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit_group import submit_group
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.pulse.limits.queues import ensure_namespace
+from orbit_store.namespaces import ensure_namespace
 
 from .audit import record_audit
 from .clock import db_now

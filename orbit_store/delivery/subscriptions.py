@@ -13,7 +13,7 @@ from orbit_store.audit import record_audit
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, InvalidRequest, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse.limits.queues import ensure_namespace
+from orbit_store.namespaces import ensure_namespace
 from orbit_store.schema import event_deliveries, subscriptions
 
 from .model import (

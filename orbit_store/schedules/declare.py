@@ -33,7 +33,8 @@ from orbit_store.clock import db_now
 from orbit_store.declared import require_own
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse.limits.queues import ensure_namespace, undeclared_queues
+from orbit_store.namespaces import ensure_namespace
+from orbit_store.pulse.limits.queues import undeclared_queues
 from orbit_store.schema import schedules
 
 from .cron import Cron, parse

@@ -24,7 +24,7 @@ from orbit_store.clock import db_now
 from orbit_store.declared import require_own
 from orbit_store.errors import NotFound
 from orbit_store.ids import new_id
-from orbit_store.pulse.limits.queues import ensure_namespace
+from orbit_store.namespaces import ensure_namespace
 from orbit_store.schema import (
     workflow_definition_versions,
     workflow_definitions,

@@ -10,8 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, db_now, utc_now
-from orbit_store.db import insert_or_lock
 from orbit_store.declared import upsert_declared
+from orbit_store.namespaces import ensure_namespace
 from orbit_store.pulse.model import DEFAULT_QUEUE, QueuePolicy, RetryPolicy, Safety, TaskState
 from orbit_store.schema import namespaces, queues, tasks
 
@@ -43,14 +43,6 @@ def get_queue_policy(conn: sa.Connection, namespace: str, name: str) -> QueuePol
     if row is not None:
         return _policy_from_row(row)
     return QueuePolicy(name=DEFAULT_QUEUE) if name == DEFAULT_QUEUE else None
-
-
-def ensure_namespace(conn: sa.Connection, namespace: str, now: dt.datetime) -> None:
-    exists = conn.execute(
-        sa.select(namespaces.c.name).where(namespaces.c.name == namespace)
-    ).one_or_none()
-    if exists is None:
-        insert_or_lock(conn, namespaces, {"name": namespace, "created_at": now})
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import by_primary_key
 from orbit_store.declared import lock_declared, upsert_declared
-from orbit_store.pulse.limits.queues import ensure_namespace
+from orbit_store.namespaces import ensure_namespace
 from orbit_store.pulse.limits.quota import WHOLE_NAMESPACE
 from orbit_store.pulse.model import TaskState
 from orbit_store.schema import namespaces, quotas, tasks
