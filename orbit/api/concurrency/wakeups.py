@@ -5,7 +5,7 @@ submission of a READY task wakes as many matching waiters as tasks it made READY
 that have waited longest — not every waiter of the namespace. Work made ready anywhere else
 (another server process or replica, the scheduler, Weave, a retry falling due, a permit or gate
 released) is found by the process's shared probe (ready_watch.py), which wakes waiters through
-:meth:`Wakeups.wake_wants`; each waiter's own poll (``orbit_store.pulse.claim.probe``) is the
+:meth:`Wakeups.wake_kinds`; each waiter's own poll (``orbit_store.pulse.claim.probe``) is the
 fallback.
 
 A process about to stop answers its waiting requests at once (:meth:`Wakeups.release`): a
@@ -27,10 +27,10 @@ class Waiter:
     handlers: frozenset[str] | None  # None: any handler
     future: asyncio.Future[None]
 
-    def wants(self, queue: str, handler: str) -> bool:
+    def runs(self, queue: str, handler: str) -> bool:
         return queue in self.queues and (self.handlers is None or handler in self.handlers)
 
-    def wanted(self) -> set[tuple[str, str | None]]:
+    def kinds(self) -> set[tuple[str, str | None]]:
         """(queue, handler) pairs it can run; (queue, None) when it runs any handler."""
         if self.handlers is None:
             return {(queue, None) for queue in self.queues}
@@ -102,7 +102,7 @@ class Wakeups:
         for waiter in list(self._waiters.get(namespace, {})):
             if count == 0:
                 break
-            if not waiter.future.done() and waiter.wants(queue, handler):
+            if not waiter.future.done() and waiter.runs(queue, handler):
                 waiter.future.set_result(None)
                 count -= 1
 
@@ -113,16 +113,16 @@ class Wakeups:
         for namespace, waiters in self._waiters.items():
             for waiter in waiters:
                 if not waiter.future.done():
-                    waiting.setdefault(namespace, set()).update(waiter.wanted())
+                    waiting.setdefault(namespace, set()).update(waiter.kinds())
         return waiting
 
-    def wake_wants(self, namespace: str, wants: AbstractSet[tuple[str, str | None]]) -> int:
-        """Wake every waiter of ``namespace`` with one of ``wants`` (which the shared probe saw
+    def wake_kinds(self, namespace: str, kinds: AbstractSet[tuple[str, str | None]]) -> int:
+        """Wake every waiter of ``namespace`` with one of ``kinds`` (which the shared probe saw
         become claimable); returns how many (event loop only). All of them, not one per task:
         the probe does not count tasks."""
         woken = 0
         for waiter in list(self._waiters.get(namespace, {})):
-            if not waiter.future.done() and not wants.isdisjoint(waiter.wanted()):
+            if not waiter.future.done() and not kinds.isdisjoint(waiter.kinds()):
                 waiter.future.set_result(None)
                 woken += 1
         return woken

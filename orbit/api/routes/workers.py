@@ -28,7 +28,7 @@ from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse import cycle, service
 from orbit_store.pulse.claim.claim import Claimant, claim_tasks, require_active_session
-from orbit_store.pulse.claim.probe import Outlook, outlook
+from orbit_store.pulse.claim.probe import ClaimPreview, preview_claim
 from orbit_store.pulse.leases.complete import complete_attempt
 from orbit_store.pulse.leases.heartbeat import renew_leases
 from orbit_store.pulse.leases.start import start_attempt
@@ -174,7 +174,7 @@ async def lease(
         try:
             next_due = None
             if not should_claim:
-                seen = await anyio.to_thread.run_sync(_outlook, ctx, namespace, claimant)
+                seen = await anyio.to_thread.run_sync(_preview_claim, ctx, namespace, claimant)
                 should_claim, next_due = seen.ready, _seconds_until(seen.next_due_at, seen.now)
             if should_claim:
                 claim_began = time.monotonic()
@@ -245,9 +245,9 @@ def _claimant(ctx: AppContext, namespace: str, session_id: str) -> Claimant:
         return require_active_session(conn, namespace, session_id, lock=False)
 
 
-def _outlook(ctx: AppContext, namespace: str, claimant: Claimant) -> Outlook:
+def _preview_claim(ctx: AppContext, namespace: str, claimant: Claimant) -> ClaimPreview:
     with ctx.engine.connect() as conn:
-        return outlook(conn, namespace, claimant)
+        return preview_claim(conn, namespace, claimant)
 
 
 def _seconds_until(instant: dt.datetime | None, now: dt.datetime) -> float | None:

@@ -21,17 +21,17 @@ from orbit_store.schema import quotas, tasks
 
 
 @dataclass(frozen=True)
-class Outlook:
+class ClaimPreview:
     ready: bool  # a claim now would likely grant something, or promote what fell due
     next_due_at: dt.datetime | None  # the earliest SCHEDULED task of these queues
     now: dt.datetime
 
 
-def outlook(conn: sa.Connection, namespace: str, claimant: Claimant) -> Outlook:
+def preview_claim(conn: sa.Connection, namespace: str, claimant: Claimant) -> ClaimPreview:
     """What a claim by ``claimant`` would find now, without locking anything."""
     claimable, now = claimable_queues(conn, namespace, claimant.queues)
     if not claimable or claimant.handlers == []:
-        return Outlook(False, None, now)
+        return ClaimPreview(False, None, now)
     ready_in = _ready_queues(conn, namespace, claimable, claimant.handlers)
     full = full_queues(conn, namespace, claimable) if ready_in else set()
     next_due = conn.execute(
@@ -49,7 +49,7 @@ def outlook(conn: sa.Connection, namespace: str, claimant: Claimant) -> Outlook:
         next_due = dt.datetime.fromisoformat(next_due)
     # A SCHEDULED task already due is promoted by the next claim (wherever it then belongs).
     due_now = next_due is not None and next_due <= now
-    return Outlook(bool(ready_in - full) or due_now, next_due, now)
+    return ClaimPreview(bool(ready_in - full) or due_now, next_due, now)
 
 
 def _ready_queues(

@@ -1,13 +1,13 @@
-"""The shared wake-up probe: which of the waiting workers' wants a claim could serve now.
+"""The shared wake-up probe: which of the waiting workers' kinds of work a claim could serve now.
 
 A server process runs this once per probe interval for each namespace that has waiting lease
 requests (orbit/api/concurrency/ready_watch.py), instead of each request asking the database on its
 own. It is what lets a task made ready anywhere else — another process or replica of the server, the
 scheduler, Weave, a retry or backoff falling due, a permit or gate released — wake a waiting
-worker within one probe interval. A *want* is what a waiting request can run: a (queue, handler)
-pair, or (queue, None) for a worker that runs any handler.
+worker within one probe interval. A *kind of work* is what a waiting request can run: a (queue,
+handler) pair, or (queue, None) for a worker that runs any handler.
 
-Cost does not grow with the backlog: each want is one read of the ready index's first entry for
+Cost does not grow with the backlog: each kind is one read of the ready index's first entry for
 an equality prefix (the id of the task a claim would take first: its *head*), all of them and
 the database time in one statement; due
 SCHEDULED rows are read in a bounded slice; queue and quota rows only when something is ready.
@@ -38,35 +38,35 @@ from orbit_store.schema import tasks
 #: due backlog (a due task behind them is found once promoted, or by the request's own poll).
 DUE_ROWS_READ = 256
 
-Want = tuple[str, str | None]  # (queue, handler); None: any handler
+WorkKind = tuple[str, str | None]  # (queue, handler); None: any handler
 
 
 @dataclass(frozen=True)
 class Readiness:
-    #: The wants with a READY task, or a SCHEDULED one already due, in an unpaused queue whose
+    #: The kinds with a READY task, or a SCHEDULED one already due, in an unpaused queue whose
     #: max-running quotas leave room.
-    satisfied: frozenset[Want]
+    satisfied: frozenset[WorkKind]
     now: dt.datetime
-    #: For each satisfied want with a READY task, the id of the first one (its lane's head); a
-    #: want satisfied only by due SCHEDULED rows has none. A changed head is new work even when
+    #: For each satisfied kind with a READY task, the id of the first one (its lane's head); a
+    #: kind satisfied only by due SCHEDULED rows has none. A changed head is new work even when
     #: "something ready" never turned off between two probes.
-    heads: Mapping[Want, str] = field(default_factory=dict)
+    heads: Mapping[WorkKind, str] = field(default_factory=dict)
 
 
-def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> Readiness:
-    """Which of ``wants`` a claim in ``namespace`` could serve now.
+def readiness(conn: sa.Connection, namespace: str, kinds: Collection[WorkKind]) -> Readiness:
+    """Which of ``kinds`` a claim in ``namespace`` could serve now.
 
     Two statements when nothing is ready (the common case: it runs every interval while any
     request waits, in every server process) — the ready flags with the time, then the due
-    SCHEDULED rows; the queue and quota rows (paused, full) are read only for wants that have
+    SCHEDULED rows; the queue and quota rows (paused, full) are read only for kinds that have
     work."""
-    wanted = tuple(sorted(set(wants), key=str))
-    flags = conn.execute(_flags(namespace, wanted)).one()
+    kinds = tuple(sorted(set(kinds), key=str))
+    flags = conn.execute(_flags(namespace, kinds)).one()
     now = as_db_time(conn, flags[0])
-    heads = {want: head for want, head in zip(wanted, flags[1:], strict=True) if head}
+    heads = {kind: head for kind, head in zip(kinds, flags[1:], strict=True) if head}
     satisfied = set(heads)
-    due = _due_kinds(conn, namespace, sorted({q for q, _ in wanted}), now) if wanted else set()
-    for queue, handler in wanted:
+    due = _due_kinds(conn, namespace, sorted({q for q, _ in kinds}), now) if kinds else set()
+    for queue, handler in kinds:
         if any(q == queue and (handler is None or h == handler) for q, h in due):
             satisfied.add((queue, handler))
     if not satisfied:
@@ -78,20 +78,20 @@ def readiness(conn: sa.Connection, namespace: str, wants: Collection[Want]) -> R
 
 
 @functools.lru_cache(maxsize=1024)
-def _flags(namespace: str, wanted: tuple[Want, ...]) -> Any:
-    """The database time and each want's head, in one statement. Built once per namespace and
-    set of wants and kept: the probe runs it every interval in every server process, and
+def _flags(namespace: str, kinds: tuple[WorkKind, ...]) -> Any:
+    """The database time and each kind's head, in one statement. Built once per namespace and
+    set of kinds and kept: the probe runs it every interval in every server process, and
     building it (and its cache key) cost SQLAlchemy more CPU than running it."""
     return sa.select(
         utc_now().label("db_now"),
-        *(_head(namespace, want).label(f"w{i}") for i, want in enumerate(wanted)),
+        *(_head(namespace, kind).label(f"w{i}") for i, kind in enumerate(kinds)),
     )
 
 
-def _head(namespace: str, want: Want) -> Any:
-    """The id of the first READY task of ``want`` in claim order (NULL when none): the first
+def _head(namespace: str, kind: WorkKind) -> Any:
+    """The id of the first READY task of ``kind`` in claim order (NULL when none): the first
     entry of the ready index's equality prefix, as cheap as an EXISTS."""
-    queue, handler = want
+    queue, handler = kind
     return lane_head(namespace, queue, handler).scalar_subquery()
 
 
