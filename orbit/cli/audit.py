@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import timeflags
-from .exits import ExitCode
-from .inputs import storable_json
-from .options import Actor, DatabaseUrl, default_actor, store_engine
-from .output import Column, LocalTime, Output, OutputFormat, plain, print_list
-from .timeflags import parse_utc
+from orbit.cli import timeflags
+from orbit.cli.exits import ExitCode
+from orbit.cli.inputs import storable_json
+from orbit.cli.options import Actor, DatabaseUrl, default_actor, store_engine
+from orbit.cli.output import Column, LocalTime, Output, OutputFormat, plain, print_list
+from orbit.cli.timeflags import parse_utc
 
 if TYPE_CHECKING:  # the store is imported inside each command: `orbit admin --help` stays light
     import sqlalchemy as sa

@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from . import contexts
-from .exits import ExitCode
-from .output import NONE, Output, OutputFormat, document, print_fields, refuse_id, table
-from .remote import fail
+from orbit.cli import contexts
+from orbit.cli.exits import ExitCode
+from orbit.cli.output import NONE, Output, OutputFormat, document, print_fields, refuse_id, table
+from orbit.cli.remote import fail
 
 app = typer.Typer(
     help="Show and switch CLI contexts: the server, token file, namespace and database URL "

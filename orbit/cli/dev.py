@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orbit.cli.exits import ExitCode
+from orbit.cli.listen import MaxPayloadBytes, bind
+from orbit.cli.options import WebhookAllow, allow_list
+from orbit.cli.worker import load_worker
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
-
-from .exits import ExitCode
-from .listen import MaxPayloadBytes, bind
-from .options import WebhookAllow, allow_list
-from .worker import load_worker
 
 if TYPE_CHECKING:
     import uvicorn
@@ -65,7 +64,7 @@ def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
 def _write_context(server: str, namespace: str, db: Path) -> None:
     """The context `dev` (made current): every orbit command in another shell finds this server,
     its token and, for admin commands and `orbit apply`, its database."""
-    from . import contexts
+    from orbit.cli import contexts
 
     context = contexts.Context(
         DEV_CONTEXT,

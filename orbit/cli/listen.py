@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from .exits import ExitCode
-from .remote import fail
+from orbit.cli.exits import ExitCode
+from orbit.cli.remote import fail
 
 MaxPayloadBytes = Annotated[
     int,

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from .lazy import LazyCommand, LazyGroup
+from orbit.cli.lazy import LazyCommand, LazyGroup
 
 
 class OrbitGroup(LazyGroup):

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orbit.cli.exits import ExitCode
+from orbit.cli.remote import fail
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS
-
-from .exits import ExitCode
-from .remote import fail
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -47,7 +46,7 @@ def resolve_database_url(given: str) -> str:
     """The flag's or environment's URL, else the CLI context's, else exit 2 saying how."""
     if given:
         return given
-    from . import contexts
+    from orbit.cli import contexts
 
     try:
         context = contexts.active()
@@ -63,7 +62,7 @@ def resolve_database_url(given: str) -> str:
 
 
 def context_namespace() -> str | None:
-    from . import contexts
+    from orbit.cli import contexts
 
     try:
         context = contexts.active()

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from .exits import ExitCode
-from .remote import Server, Token, target
+from orbit.cli.exits import ExitCode
+from orbit.cli.remote import Server, Token, target
 
 app = typer.Typer(help="The client-side transactional outbox.", no_args_is_help=True)
 

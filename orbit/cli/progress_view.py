@@ -8,9 +8,8 @@ from typing import Any
 
 import typer
 
+from orbit.cli.output import cell
 from orbit_sdk import Progress
-
-from .output import cell
 
 
 def progress_text(progress: Progress) -> str:

@@ -15,11 +15,10 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from orbit.cli import contexts
+from orbit.cli.exits import ExitCode, for_status
 from orbit_sdk import Client, OrbitError, RetryPolicy, ServerUnreachable, Unauthorized
 from orbit_sdk.errors import field_errors
-
-from . import contexts
-from .exits import ExitCode, for_status
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 

@@ -7,10 +7,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import timeflags
-from .options import DatabaseUrl, store_engine
-from .output import LocalTime, Output, OutputFormat, document, instant, plain, refuse_id, table
-from .timeflags import parse_utc
+from orbit.cli import timeflags
+from orbit.cli.options import DatabaseUrl, store_engine
+from orbit.cli.output import (
+    LocalTime,
+    Output,
+    OutputFormat,
+    document,
+    instant,
+    plain,
+    refuse_id,
+    table,
+)
+from orbit.cli.timeflags import parse_utc
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
     from orbit_store.retention import Inventory

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 import typer
 from sqlalchemy.engine import make_url
 
-from .exits import ExitCode
+from orbit.cli.exits import ExitCode
 
 
 def _fail(message: str, code: ExitCode = ExitCode.FAILED) -> typer.Exit:

@@ -11,14 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from orbit_sdk import Schedule, ScheduleOccurrence
-from orbit_store.schedules import cron as crons
-from orbit_store.schedules.model import InvalidSchedule
-
-from . import timeflags
-from .exits import ExitCode
-from .inputs import read_json
-from .output import (
+from orbit.cli import timeflags
+from orbit.cli.exits import ExitCode
+from orbit.cli.inputs import read_json
+from orbit.cli.output import (
     Column,
     LocalTime,
     Output,
@@ -31,7 +27,10 @@ from .output import (
     print_section,
     refuse_id,
 )
-from .remote import Namespace, Reason, Server, Token, remote
+from orbit.cli.remote import Namespace, Reason, Server, Token, remote
+from orbit_sdk import Schedule, ScheduleOccurrence
+from orbit_store.schedules import cron as crons
+from orbit_store.schedules.model import InvalidSchedule
 
 app = typer.Typer(
     help="Cron schedules that submit tasks (time zones, DST, misfire and overlap policies).",

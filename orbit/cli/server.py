@@ -7,11 +7,10 @@ from typing import Annotated
 
 import typer
 
+from orbit.cli.listen import MaxPayloadBytes, bind
+from orbit.cli.options import ServerDatabaseUrl, WebhookAllow, allow_list, store_engine
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS
-
-from .listen import MaxPayloadBytes, bind
-from .options import ServerDatabaseUrl, WebhookAllow, allow_list, store_engine
 
 
 def server(
@@ -136,7 +135,7 @@ def server(
         submit_transactions=submit_transactions,
     )
     if processes > 1:
-        from .server_processes import serve_processes
+        from orbit.cli.server_processes import serve_processes
 
         serve_processes(settings, processes, sock)
         return
@@ -163,7 +162,7 @@ def server(
 
 def _process_count(workers: str) -> int:
     if workers == "auto":
-        from .cpus import usable_cpus
+        from orbit.cli.cpus import usable_cpus
 
         return usable_cpus()
     if workers.isdigit() and int(workers) >= 1:

@@ -19,9 +19,8 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+from orbit.cli.options import store_engine
 from orbit.metrics.processes import prepare_directory, remove_directory
-
-from .options import store_engine
 
 if TYPE_CHECKING:  # imported late: orbit.api.context loads prometheus_client
     from orbit.api.context import ServerSettings

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .output import Column, LocalTime, Output, OutputFormat, document, plain, print_list
-from .remote import Namespace, Reason, Server, Token, remote
+from orbit.cli.output import Column, LocalTime, Output, OutputFormat, document, plain, print_list
+from orbit.cli.remote import Namespace, Reason, Server, Token, remote
 
 app = typer.Typer(
     help="Declare result subscriptions, pull and acknowledge events, redrive parked ones.",

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from .exits import ExitCode
-from .inputs import read_text, storable_json
-from .output import Column, LocalTime, Output, OutputFormat, print_list
-from .remote import Namespace, Server, Token, remote
+from orbit.cli.exits import ExitCode
+from orbit.cli.inputs import read_text, storable_json
+from orbit.cli.output import Column, LocalTime, Output, OutputFormat, print_list
+from orbit.cli.remote import Namespace, Server, Token, remote
 
 #: A line's fields (the API's TaskSubmission) → ``Client.submit`` keywords.
 FIELDS = {

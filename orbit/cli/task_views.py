@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from orbit.cli.output import Column, cell, print_fields, print_section
+from orbit.cli.progress_view import progress_text
 from orbit_sdk import Task, TaskDetail, TaskEvent
-
-from .output import Column, cell, print_fields, print_section
-from .progress_view import progress_text
 
 TASK_COLUMNS = [
     Column.field("id"),

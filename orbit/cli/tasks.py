@@ -16,13 +16,11 @@ from typing import Annotated
 
 import typer
 
-from orbit_sdk import Task, TaskState, TimeoutExpired
-
-from . import paging, task_bulk
-from .exits import ExitCode, for_state
-from .inputs import read_json
-from .interrupt import CtrlC
-from .output import (
+from orbit.cli import paging, task_bulk
+from orbit.cli.exits import ExitCode, for_state
+from orbit.cli.inputs import read_json
+from orbit.cli.interrupt import CtrlC
+from orbit.cli.output import (
     LocalTime,
     Output,
     OutputFormat,
@@ -32,9 +30,10 @@ from .output import (
     print_rows,
     refuse_id,
 )
-from .progress_view import ProgressWatch
-from .remote import Namespace, Reason, Remote, Server, Token, remote
-from .task_views import TASK_COLUMNS, describe_task, event_line
+from orbit.cli.progress_view import ProgressWatch
+from orbit.cli.remote import Namespace, Reason, Remote, Server, Token, remote
+from orbit.cli.task_views import TASK_COLUMNS, describe_task, event_line
+from orbit_sdk import Task, TaskState, TimeoutExpired
 
 app = typer.Typer(
     help="Submit, inspect, watch and cancel tasks on an Orbit server.", no_args_is_help=True

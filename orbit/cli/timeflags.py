@@ -9,7 +9,7 @@ import re
 
 import typer
 
-from .exits import ExitCode
+from orbit.cli.exits import ExitCode
 
 _DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})[zZ]?$")
 _DATE_WITH_OFFSET = re.compile(r"^\d{4}-\d{2}-\d{2}[+-]")  # Python reads it as naive: refuse

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .remote import Namespace, Server, Token
+from orbit.cli.remote import Namespace, Server, Token
 
 
 def load_worker(spec: str) -> Any:
@@ -67,10 +67,9 @@ def worker(
 
     Exit codes: 0 stopped by SIGTERM/Ctrl-C; 2 MODULE:WORKER cannot be loaded, or --server
     contradicts the server the Worker names; 4 no token anywhere."""
+    from orbit.cli.exits import ExitCode
+    from orbit.cli.remote import NO_TOKEN, fail, report, target
     from orbit_sdk import OrbitError
-
-    from .exits import ExitCode
-    from .remote import NO_TOKEN, fail, report, target
 
     where = target(server, token, namespace)
     # The SDK reads these when the Worker is constructed, i.e. while its module is imported.

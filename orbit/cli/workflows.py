@@ -10,18 +10,9 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from orbit_sdk import (
-    Signal,
-    TimeoutExpired,
-    Workflow,
-    WorkflowDefinition,
-    WorkflowDetail,
-    WorkflowStep,
-)
-
-from .exits import ExitCode, for_state
-from .inputs import read_json
-from .output import (
+from orbit.cli.exits import ExitCode, for_state
+from orbit.cli.inputs import read_json
+from orbit.cli.output import (
     Column,
     LocalTime,
     Output,
@@ -32,7 +23,15 @@ from .output import (
     print_list,
     print_section,
 )
-from .remote import Namespace, Reason, Server, Token, remote
+from orbit.cli.remote import Namespace, Reason, Server, Token, remote
+from orbit_sdk import (
+    Signal,
+    TimeoutExpired,
+    Workflow,
+    WorkflowDefinition,
+    WorkflowDetail,
+    WorkflowStep,
+)
 
 app = typer.Typer(
     help="Publish workflow definitions; start, signal, pause, resume, cancel and inspect "
