@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from orbit.cli.server_processes import ENGINE_POOL_SIZE
+from orbit.cli.processes.server_processes import ENGINE_POOL_SIZE
 from orbit_store.db import create_store_engine
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "operations"

@@ -74,7 +74,7 @@ def gauge_loop(ctx: AppContext) -> EngineLoop:
 def engine_loops(ctx: AppContext) -> list[EngineLoop]:
     """Every background loop but the gauge loop: the work the engine does besides serving HTTP.
     With ``orbit server --workers N`` these run once per pod, in the supervising process
-    (orbit/cli/server_processes.py); otherwise beside the HTTP API."""
+    (orbit/cli/processes/server_processes.py); otherwise beside the HTTP API."""
     on_error = _on_error(ctx)
     sender = deliveries.WebhookSender(
         ctx.engine,

@@ -1,8 +1,8 @@
 """The app of one HTTP process of `orbit server --workers N` (uvicorn imports it by name).
 
 uvicorn starts each process fresh (spawn), so the settings travel in the environment, written by
-the supervising process (orbit/cli/server_processes.py) before it starts them. The schema and
-durability were checked there once; each process opens its own pool.
+the supervising process (orbit/cli/processes/server_processes.py) before it starts them. The schema
+and durability were checked there once; each process opens its own pool.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from orbit.cli.lazy import LazyCommand, LazyGroup
 class OrbitGroup(LazyGroup):
     lazy_commands = {
         "task": LazyCommand("orbit.cli.tasks:app"),
-        "worker": LazyCommand("orbit.cli.worker:worker"),
-        "dev": LazyCommand("orbit.cli.dev:dev"),
-        "server": LazyCommand("orbit.cli.server:server"),
+        "worker": LazyCommand("orbit.cli.processes.worker:worker"),
+        "dev": LazyCommand("orbit.cli.processes.dev:dev"),
+        "server": LazyCommand("orbit.cli.processes.server:server"),
         "apply": LazyCommand("orbit.cli.apply:apply"),
-        "operator": LazyCommand("orbit.cli.operator:operator"),
+        "operator": LazyCommand("orbit.cli.processes.operator:operator"),
         "admin": LazyCommand("orbit.cli.admin:app"),
         "outbox": LazyCommand("orbit.cli.outbox:app"),
         "subscription": LazyCommand("orbit.cli.subscriptions:app"),

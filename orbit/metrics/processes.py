@@ -13,7 +13,7 @@ process serves its own gauge-loop snapshot (the same authoritative numbers in ev
 no ``multiprocess_mode`` or ``mark_process_dead`` bookkeeping is needed.
 
 The mode is chosen when prometheus_client is first imported, so the directory must be set in the
-environment before that (orbit/cli/server_processes.py does it first thing).
+environment before that (orbit/cli/processes/server_processes.py does it first thing).
 """
 
 from __future__ import annotations

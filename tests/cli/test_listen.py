@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from orbit.cli.listen import bind
+from orbit.cli.processes.listen import bind
 
 
 def test_accepted_connections_have_nagle_switched_off() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orbit.cli.cpus import cgroup_cpu_quota, usable_cpus
+from orbit.cli.processes.cpus import cgroup_cpu_quota, usable_cpus
 
 
 def _cgroup_v2(root: Path, cpu_max: str) -> Path:

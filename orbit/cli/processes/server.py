@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from orbit.cli.listen import MaxPayloadBytes, bind
 from orbit.cli.options import ServerDatabaseUrl, WebhookAllow, allow_list, store_engine
+from orbit.cli.processes.listen import MaxPayloadBytes, bind
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS
 
@@ -135,7 +135,7 @@ def server(
         submit_transactions=submit_transactions,
     )
     if processes > 1:
-        from orbit.cli.server_processes import serve_processes
+        from orbit.cli.processes.server_processes import serve_processes
 
         serve_processes(settings, processes, sock)
         return
@@ -162,7 +162,7 @@ def server(
 
 def _process_count(workers: str) -> int:
     if workers == "auto":
-        from orbit.cli.cpus import usable_cpus
+        from orbit.cli.processes.cpus import usable_cpus
 
         return usable_cpus()
     if workers.isdigit() and int(workers) >= 1:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from orbit.cli.exits import ExitCode
-from orbit.cli.listen import MaxPayloadBytes, bind
 from orbit.cli.options import WebhookAllow, allow_list
-from orbit.cli.worker import load_worker
+from orbit.cli.processes.listen import MaxPayloadBytes, bind
+from orbit.cli.processes.worker import load_worker
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 if TYPE_CHECKING:
