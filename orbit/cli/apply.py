@@ -8,8 +8,14 @@ from typing import Annotated
 
 import typer
 
+from orbit.cli.database.options import (
+    Actor,
+    DatabaseUrl,
+    context_namespace,
+    default_actor,
+    store_engine,
+)
 from orbit.cli.exits import ExitCode
-from orbit.cli.options import Actor, DatabaseUrl, context_namespace, default_actor, store_engine
 
 
 def apply(

@@ -22,7 +22,7 @@ class OrbitGroup(LazyGroup):
         "server": LazyCommand("orbit.cli.processes.server:server"),
         "apply": LazyCommand("orbit.cli.apply:apply"),
         "operator": LazyCommand("orbit.cli.processes.operator:operator"),
-        "admin": LazyCommand("orbit.cli.admin:app"),
+        "admin": LazyCommand("orbit.cli.database.admin:app"),
         "outbox": LazyCommand("orbit.cli.outbox:app"),
         "subscription": LazyCommand("orbit.cli.subscriptions:app"),
         "schedule": LazyCommand("orbit.cli.schedules:app"),

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orbit.cli.database.options import WebhookAllow, allow_list
 from orbit.cli.exits import ExitCode
-from orbit.cli.options import WebhookAllow, allow_list
 from orbit.cli.processes.listen import MaxPayloadBytes, bind
 from orbit.cli.processes.worker import load_worker
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES

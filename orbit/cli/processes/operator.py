@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from orbit.cli.options import ServerDatabaseUrl
+from orbit.cli.database.options import ServerDatabaseUrl
 
 DEFAULT_SERVER_URL = "http://orbit.orbit-system:8080"
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orbit.cli.options import ServerDatabaseUrl, WebhookAllow, allow_list, store_engine
+from orbit.cli.database.options import ServerDatabaseUrl, WebhookAllow, allow_list, store_engine
 from orbit.cli.processes.listen import MaxPayloadBytes, bind
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS

@@ -19,7 +19,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from orbit.cli.options import store_engine
+from orbit.cli.database.options import store_engine
 from orbit.metrics.processes import prepare_directory, remove_directory
 
 if TYPE_CHECKING:  # imported late: orbit.api.context loads prometheus_client

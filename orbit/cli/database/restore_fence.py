@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orbit.cli.database.options import Actor, DatabaseUrl, default_actor, store_engine
 from orbit.cli.exits import ExitCode
-from orbit.cli.options import Actor, DatabaseUrl, default_actor, store_engine
 from orbit.cli.output import LocalTime, Output, OutputFormat, document, instant, refuse_id, table
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from orbit.cli.database.options import Actor, DatabaseUrl, default_actor, store_engine
 from orbit.cli.exits import ExitCode
-from orbit.cli.options import Actor, DatabaseUrl, default_actor, store_engine
 from orbit.cli.output import Column, LocalTime, Output, OutputFormat, print_list
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orbit.cli import timeflags
+from orbit.cli.database.options import Actor, DatabaseUrl, default_actor, store_engine
 from orbit.cli.exits import ExitCode
 from orbit.cli.inputs import storable_json
-from orbit.cli.options import Actor, DatabaseUrl, default_actor, store_engine
 from orbit.cli.output import Column, LocalTime, Output, OutputFormat, plain, print_list
 from orbit.cli.timeflags import parse_utc
 

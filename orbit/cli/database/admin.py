@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from orbit.cli import audit, restore_fence, retention, tokens
+from orbit.cli.database import audit, restore_fence, retention, tokens
+from orbit.cli.database.options import DatabaseUrl, resolve_database_url, store_engine
 from orbit.cli.exits import ExitCode
-from orbit.cli.options import DatabaseUrl, resolve_database_url, store_engine
 
 # The store is imported inside each command: `orbit admin --help` stays light.
 app = typer.Typer(help="Administer an Orbit database.", no_args_is_help=True)
@@ -84,7 +84,7 @@ def migrate(
         else:
             _out(f"nothing to do: schema already at revision {report.after}")
         if runtime_database_url:
-            from orbit.cli.runtime_user import grant_runtime_user
+            from orbit.cli.database.runtime_user import grant_runtime_user
 
             _out(grant_runtime_user(engine, runtime_database_url, runtime_user_host))
     finally:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orbit.cli import timeflags
-from orbit.cli.options import DatabaseUrl, store_engine
+from orbit.cli.database.options import DatabaseUrl, store_engine
 from orbit.cli.output import (
     LocalTime,
     Output,
