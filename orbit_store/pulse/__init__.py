@@ -5,7 +5,8 @@ connection the caller opened (``orbit_store.db.run_transaction`` adds deadlock r
 returns a typed result. Every transaction touches one namespace. From the top down (each layer
 imports only those below it; ``pyproject.toml``'s import-linter contract keeps it so):
 
-    submit_group, service, batches   entry points: open transactions, retry, resolve ambiguity
+    submit_group, cycle,             entry points: open transactions, retry, resolve ambiguity
+    service, batches
     batch/      the set path of an attempt batch (grouped starts and completions)
     manual/     cancel, review, manual retry (audited; invariant 8)
     claim/      READY rows to grants: promotion, lanes, grants, the long-poll's probes

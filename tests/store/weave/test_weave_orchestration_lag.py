@@ -5,7 +5,7 @@ the outcome's commit to its consumption, on the database clock (seed §6.3)."""
 from __future__ import annotations
 
 from orbit.engines import weave_inbox
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 
 from ..weave_driver import WeaveDriver
 from .test_weave_inbox import TWO_STEPS, finish_first

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from orbit.metrics_workflows import workflow_gauges
+from orbit.metrics.workflows import workflow_gauges
 from orbit_store.clock import CLOCK_SKEW_OPTION
 from orbit_store.verify import verify
 from orbit_store.weave import queries, service
