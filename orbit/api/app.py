@@ -47,6 +47,7 @@ from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
 from orbit.metrics.server import Metrics
 from orbit_store import replicas
+from orbit_store.passes import ItemBackoff
 
 log = logging.getLogger("orbit.server")
 
@@ -95,10 +96,13 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         on_error,
     )
     ctx.wake_weave = inbox_loop.wake  # outcomes landing through this process's routes
+    reaper_backoff = ItemBackoff()  # an item that fails backs off alone, across passes
     return [
         EngineLoop(
             reaper.LOOP,
-            lambda: reaper.reaper_pass(ctx.engine, ctx.metrics, liveness=ctx.liveness),
+            lambda: reaper.reaper_pass(
+                ctx.engine, ctx.metrics, liveness=ctx.liveness, backoff=reaper_backoff
+            ),
             ctx.settings.reaper_interval,
             on_error,
         ),

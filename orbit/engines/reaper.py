@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics.server import Metrics
+from orbit_store.passes import ItemBackoff
 from orbit_store.pulse.model import OUTCOME_TASK_STATES
 from orbit_store.pulse.service import REAPER_LOOP, ReapReport, reap
 
@@ -17,13 +18,14 @@ def reaper_pass(
     metrics: Metrics,
     namespace: str | None = None,
     liveness: ReplicaLiveness | None = None,
+    backoff: ItemBackoff | None = None,
 ) -> ReapReport:
     """One reaper pass (``namespace`` restricts it, for tests and operations). A server's
     reaper first records that its replica is serving (``liveness``): leases are judged against
     the serving window that includes this replica (a gap it was part of shows as a gap)."""
     if liveness is not None:
         liveness.beat()
-    report = reap(engine, namespace=namespace)
+    report = reap(engine, namespace=namespace, backoff=backoff)
     metrics.count_item_errors(LOOP, report.errors)
     if report.leases_lapsed:
         metrics.lease_expiries.inc(report.leases_lapsed)

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.db import retry_sleep, run_transaction
 from orbit_store.errors import CommitOutcomeUnknown, Conflict, DataRefused, StoreError
-from orbit_store.passes import ItemPass
+from orbit_store.passes import ItemBackoff, ItemPass
 from orbit_store.pulse.claim import promote as promotion
 from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.model import SubmitResult
@@ -140,47 +140,60 @@ class ReapReport:
     leases_graced: int = 0  # ran out in a server outage: extended, not lapsed (pulse.outages)
 
 
-def reap(engine: sa.Engine, *, limit: int = 100, namespace: str | None = None) -> ReapReport:
+def reap(
+    engine: sa.Engine,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    backoff: ItemBackoff | None = None,
+) -> ReapReport:
     """One pass of the lease reaper: expire sessions, lapse leases, fail overdue tasks.
 
     Safe to run in any number of server replicas at once: every decision re-checks under lock.
     ``namespace`` restricts the pass to one namespace (tests, per-namespace operations). Finding
-    the work is a read; each decision is its own transaction in the item's namespace
-    (:class:`ItemPass`): one that fails is logged naming it and skipped, and the pass goes on.
+    the work is a read taking every namespace's oldest in turn; each decision is its own
+    transaction in the item's namespace (:class:`ItemPass`): one that fails is logged naming it
+    and skipped, and the pass goes on. With ``backoff`` (kept by the loop between passes) a
+    failed item backs off alone: the next windows leave it out until its retry time.
     """
-    run = ItemPass(engine, REAPER_LOOP)
+    now = run_transaction(engine, db_now) if backoff is not None else None
+    run = ItemPass(engine, REAPER_LOOP, backoff=backoff, now=now)
+
+    def find(kind: str, finder: Callable[..., list[T]]) -> list[T]:
+        skip = backoff.backing_off(now, kind) if backoff and now else frozenset()
+        return run_transaction(
+            engine, functools.partial(finder, limit=limit, namespace=namespace, skip=skip)
+        )
+
     expired = 0
-    for session in run_transaction(
-        engine, functools.partial(sessions.find_expired_sessions, limit=limit, namespace=namespace)
-    ):
+    for session in find("session", sessions.find_expired_sessions):
         ended = run.run(
             functools.partial(sessions.expire_session, expired=session),
             namespace=session.namespace,
             item=f"worker session {session.session_id}",
+            key=("session", session.session_id),
         )
         expired += bool(ended)
     lapsed: list[expiry.Decision] = []
     graced = 0
-    for candidate in run_transaction(
-        engine, functools.partial(expiry.find_lapsed_attempts, limit=limit, namespace=namespace)
-    ):
+    for candidate in find("attempt", expiry.find_lapsed_attempts):
         decision = run.run(
             functools.partial(expiry.lapse_attempt, lapsed=candidate),
             namespace=candidate.namespace,
             item=f"task {candidate.task_id} (attempt {candidate.attempt_id})",
+            key=("attempt", candidate.attempt_id),
         )
         if isinstance(decision, expiry.Graced):
             graced += 1
         elif decision is not None:
             lapsed.append(decision)
     failed: list[expiry.Decision] = []
-    for task_namespace, task_id in run_transaction(
-        engine, functools.partial(expiry.find_overdue_waiting, limit=limit, namespace=namespace)
-    ):
+    for task_namespace, task_id in find("task", expiry.find_overdue_waiting):
         decision = run.run(
             functools.partial(expiry.fail_overdue_task, namespace=task_namespace, task_id=task_id),
             namespace=task_namespace,
             item=f"task {task_id}",
+            key=("task", task_id),
         )
         if decision is not None:
             failed.append(decision)

@@ -17,12 +17,14 @@ the outage is not the worker's fault, and it may hold a finished result to repor
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from orbit_store.clock import db_now
+from orbit_store.passes import in_turn
 from orbit_store.pulse.leases.complete import next_retry_at
 from orbit_store.pulse.limits.gates import gate_is_open
 from orbit_store.pulse.limits.paths import reentry_path
@@ -42,9 +44,14 @@ class LapsedAttempt:
 
 
 def find_lapsed_attempts(
-    conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
+    conn: sa.Connection,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    skip: Collection[str] = (),
 ) -> list[LapsedAttempt]:
-    """Live attempts whose lease has passed (index ix_task_attempts_lease_reaper)."""
+    """Live attempts whose lease has passed (index ix_task_attempts_lease_reaper), every
+    namespace's oldest in turn; attempts in ``skip`` (backing off) are left out."""
     now = db_now(conn)
     query = (
         sa.select(
@@ -55,13 +62,13 @@ def find_lapsed_attempts(
             task_attempts.c.state.in_(LIVE_ATTEMPT_STATES),
             task_attempts.c.lease_expires_at <= now,
         )
-        .order_by(task_attempts.c.lease_expires_at)
-        .limit(limit)
     )
     if namespace is not None:
         query = query.where(task_attempts.c.namespace == namespace)
-    rows = conn.execute(query)
-    return [LapsedAttempt(r.namespace, r.id, r.task_id, r.gate_id) for r in rows]
+    if skip:
+        query = query.where(task_attempts.c.id.not_in(list(skip)))
+    fair = in_turn(query, task_attempts.c.namespace, task_attempts.c.lease_expires_at, limit)
+    return [LapsedAttempt(r.namespace, r.id, r.task_id, r.gate_id) for r in conn.execute(fair)]
 
 
 @dataclass(frozen=True)
@@ -125,20 +132,24 @@ def lapse_attempt(conn: sa.Connection, lapsed: LapsedAttempt) -> Decision | Grac
 
 
 def find_overdue_waiting(
-    conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
+    conn: sa.Connection,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    skip: Collection[str] = (),
 ) -> list[tuple[str, str]]:
-    """(namespace, task_id) of WAITING tasks whose deadline passed (index ix_tasks_deadline)."""
+    """(namespace, task_id) of WAITING tasks whose deadline passed (index ix_tasks_deadline),
+    every namespace's oldest in turn; tasks in ``skip`` (backing off) are left out."""
     now = db_now(conn)
-    query = (
-        sa.select(tasks.c.namespace, tasks.c.id)
-        .where(tasks.c.state == TaskState.WAITING.value, tasks.c.deadline_at <= now)
-        .order_by(tasks.c.deadline_at)
-        .limit(limit)
+    query = sa.select(tasks.c.namespace, tasks.c.id).where(
+        tasks.c.state == TaskState.WAITING.value, tasks.c.deadline_at <= now
     )
     if namespace is not None:
         query = query.where(tasks.c.namespace == namespace)
-    rows = conn.execute(query)
-    return [(r.namespace, r.id) for r in rows]
+    if skip:
+        query = query.where(tasks.c.id.not_in(list(skip)))
+    fair = in_turn(query, tasks.c.namespace, tasks.c.deadline_at, limit)
+    return [(r.namespace, r.id) for r in conn.execute(fair)]
 
 
 def fail_overdue_task(conn: sa.Connection, namespace: str, task_id: str) -> Decision | None:

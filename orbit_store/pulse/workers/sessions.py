@@ -14,6 +14,7 @@ set only while the session is live.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from orbit_store.clock import db_now
 from orbit_store.errors import Conflict, NotFound
 from orbit_store.ids import new_id
+from orbit_store.passes import in_turn
 from orbit_store.pulse.model import LIVE_SESSION_STATES
 from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES, cut_leases
 from orbit_store.pulse.state.outages import grace_expiry, serving_window
@@ -265,19 +267,24 @@ class ExpiredSession:
 
 
 def find_expired_sessions(
-    conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
+    conn: sa.Connection,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    skip: Collection[str] = (),
 ) -> list[ExpiredSession]:
-    """Live sessions whose TTL passed without renewal (a read; each is ended in its own
-    one-namespace transaction by :func:`expire_session`)."""
-    query = (
-        sa.select(worker_sessions.c.namespace, worker_sessions.c.id)
-        .where(worker_sessions.c.state.in_(LIVE), worker_sessions.c.expires_at <= db_now(conn))
-        .order_by(worker_sessions.c.expires_at)
-        .limit(limit)
+    """Live sessions whose TTL passed without renewal, every namespace's oldest in turn; those
+    in ``skip`` (backing off) are left out. A read: each is ended in its own one-namespace
+    transaction by :func:`expire_session`."""
+    query = sa.select(worker_sessions.c.namespace, worker_sessions.c.id).where(
+        worker_sessions.c.state.in_(LIVE), worker_sessions.c.expires_at <= db_now(conn)
     )
     if namespace is not None:
         query = query.where(worker_sessions.c.namespace == namespace)
-    return [ExpiredSession(r.namespace, r.id) for r in conn.execute(query)]
+    if skip:
+        query = query.where(worker_sessions.c.id.not_in(list(skip)))
+    fair = in_turn(query, worker_sessions.c.namespace, worker_sessions.c.expires_at, limit)
+    return [ExpiredSession(r.namespace, r.id) for r in conn.execute(fair)]
 
 
 def expire_session(conn: sa.Connection, expired: ExpiredSession) -> bool:
