@@ -212,19 +212,26 @@ def promote(
     engine: sa.Engine, *, namespace: str | None = None, limit: int = promotion.PROMOTE_BATCH
 ) -> PromoteReport:
     """One pass of the promoter: in each namespace (its own transactions), place the SCHEDULED
-    tasks that fell due, batch by batch, and hand free permits to blocked tasks."""
+    tasks that fell due, batch by batch, and hand free permits to blocked tasks. Namespaces take
+    turns — every namespace with due tasks gets a batch in each round — so a burst of due tasks
+    in one namespace never delays another's by the burst's length."""
     run = ItemPass(engine, PROMOTER_LOOP)
     promoted = released = 0
-    for name in [namespace] if namespace is not None else _namespaces(engine):
-        while True:
+    names = [namespace] if namespace is not None else _namespaces(engine)
+    due = names
+    while due:
+        more: list[str] = []
+        for name in due:
             placed = run.run(
                 functools.partial(_promote_due, namespace=name, limit=limit),
                 namespace=name,
                 item="due tasks",
             )
             promoted += placed or 0
-            if not placed or placed < limit:
-                break
+            if placed and placed >= limit:  # a full batch: more may be due
+                more.append(name)
+        due = more
+    for name in names:
         moved = run.run(
             functools.partial(_release_stranded, namespace=name),
             namespace=name,

@@ -10,6 +10,7 @@ found yet is played by making the item's own transaction raise."""
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from orbit.engines import reaper
 from orbit.metrics import Metrics
 from orbit_store.passes import ItemBackoff
 from orbit_store.pulse import service
+from orbit_store.pulse.claim import promote as promotion
 from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.workers import sessions
 from orbit_store.verify import verify
@@ -197,3 +199,32 @@ def test_a_burst_of_deadlines_in_one_namespace_does_not_delay_anothers(
     assert report.deadlines_failed == 2 and b.state(other) == "FAILED"
     assert report.sessions_expired == 2
     assert [s.namespace for s in b.tx(sessions.find_expired_sessions)] == [a.namespace]
+
+
+# --- the promoter ----------------------------------------------------------------------------
+
+
+def test_a_burst_of_due_tasks_in_one_namespace_does_not_delay_anothers_promotion(
+    isolated_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The promoter drained the first namespace (by name) batch after batch before it looked at
+    the next one; now every namespace with due tasks gets a batch in each round."""
+    a = PulseDriver(isolated_engine, namespace=f"a-{uuid.uuid4().hex[:8]}")
+    b = PulseDriver(isolated_engine, namespace=f"b-{uuid.uuid4().hex[:8]}")
+    a.submit_many(3, delay_seconds=10)
+    other = b.submit(delay_seconds=10).task_id
+    advance_both(a, b, 11)
+    batches: list[str] = []
+    real = promotion.promote_due
+
+    def recorded(conn: sa.Connection, **kw: Any) -> int:
+        placed = real(conn, **kw)
+        batches.extend([kw["namespace"]] * placed)
+        return placed
+
+    monkeypatch.setattr(promotion, "promote_due", recorded)
+
+    report = service.promote(b.engine, limit=1)
+
+    assert report.promoted == 4 and b.task(other).wait_path == "READY"
+    assert batches.index(b.namespace) == 1, "B's batch comes in the first round, after A's first"
