@@ -6,13 +6,17 @@ address the egress policy refuses: orbit/engines/egress.py) is a failed attempt,
 backoff and parked after the last one. What is recorded is a status and a short reason this
 module writes; nothing the receiver sends back (its body, its reason phrase) is read or kept.
 A subscription or delivery the sender itself fails on is logged naming it and counted
-(``orbit_engine_item_errors_total{loop="deliveries"}``); the pass goes on. The delivery gauges
-are the gauge loop's (orbit/metrics/delivery.py)."""
+(``orbit_engine_item_errors_total{loop="deliveries"}``); the pass goes on. Namespaces are served
+in ``LANES`` lanes at once, each lane with send slots of its own, so a receiver that answers late
+(up to its timeout, for every delivery of a batch) holds back only its own namespace's lane. The
+delivery gauges are the gauge loop's (orbit/metrics/delivery.py)."""
 
 from __future__ import annotations
 
 import functools
 import logging
+import queue
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +44,8 @@ log = logging.getLogger("orbit.engines.deliveries")
 
 LOOP = "deliveries"
 BATCH = 50
-SEND_SLOTS = 8
+SEND_SLOTS = 8  # per lane: one subscription's batch is sent this many at a time
+LANES = 4  # namespaces served at once
 
 
 @dataclass
@@ -59,6 +64,7 @@ class WebhookSender:
         egress: EgressPolicy | None = None,
         batch: int = BATCH,
         slots: int = SEND_SLOTS,
+        lanes: int = LANES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.engine, self.metrics = engine, metrics
@@ -73,11 +79,21 @@ class WebhookSender:
             transport=transport,
             limits=httpx.Limits(max_keepalive_connections=0),
         )
-        self.pool = ThreadPoolExecutor(slots, thread_name_prefix="orbit-webhook")
+        self.lanes = ThreadPoolExecutor(lanes, thread_name_prefix="orbit-webhook-lane")
+        # One pool of send slots per lane, so a lane's sends never queue behind another's: the
+        # lease of a batch lasts as long as its sends take through ``slots`` of their own.
+        self.pools: queue.SimpleQueue[ThreadPoolExecutor] = queue.SimpleQueue()
+        for lane in range(lanes):
+            self.pools.put(ThreadPoolExecutor(slots, thread_name_prefix=f"orbit-webhook-{lane}"))
+        self._all_pools = lanes
+        # The lanes send at once, but use no more database connections than one lane did.
+        self.db_slots = threading.BoundedSemaphore(slots)
         self._layout_checked = False
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        self.lanes.shutdown(wait=True)
+        for _ in range(self._all_pools):
+            self.pools.get().shutdown(wait=True)
         self.http.close()
 
     def run_pass(self, namespace: str | None = None) -> PassReport:
@@ -87,27 +103,46 @@ class WebhookSender:
         if not self._layout_checked:
             self._layout_checked = True
             self._warn_shared_secrets()
+        by_namespace: dict[str, list[str]] = {}
         for ns, name in run_transaction(
             self.engine, functools.partial(push_subscriptions, namespace=namespace)
         ):
-            batch = items.run(
-                functools.partial(
-                    lease_push_batch,
-                    namespace=ns,
-                    name=name,
-                    limit=self.batch,
-                    send_slots=self.slots,
-                ),
-                namespace=ns,
-                item=f"subscription {name} (leasing deliveries)",
-            )
-            deliver = functools.partial(self._deliver, items)
-            for result in self.pool.map(deliver, batch or []):
-                if result is not None:
-                    report.results[result] = report.results.get(result, 0) + 1
+            by_namespace.setdefault(ns, []).append(name)
+        serve = functools.partial(self._serve_namespace, items)
+        for results in self.lanes.map(serve, by_namespace.items()):
+            for result in results:
+                report.results[result] = report.results.get(result, 0) + 1
         report.errors = items.errors
         self.metrics.count_item_errors(LOOP, report.errors)
         return report
+
+    def _serve_namespace(
+        self, items: ItemPass, subscriptions: tuple[str, list[str]]
+    ) -> list[PushResult]:
+        """One lane: each push subscription of one namespace in turn, its batch leased (one
+        transaction) and sent through this lane's own slots."""
+        ns, names = subscriptions
+        pool = self.pools.get()  # as many pools as lanes: one is always free here
+        results: list[PushResult] = []
+        try:
+            for name in names:
+                with self.db_slots:
+                    batch = items.run(
+                        functools.partial(
+                            lease_push_batch,
+                            namespace=ns,
+                            name=name,
+                            limit=self.batch,
+                            send_slots=self.slots,
+                        ),
+                        namespace=ns,
+                        item=f"subscription {name} (leasing deliveries)",
+                    )
+                deliver = functools.partial(self._deliver, items)
+                results += [r for r in pool.map(deliver, batch or []) if r is not None]
+        finally:
+            self.pools.put(pool)
+        return results
 
     def _warn_shared_secrets(self) -> None:
         """Secrets left directly in the directory (the layout before a folder per namespace)
@@ -145,9 +180,10 @@ class WebhookSender:
 
     def _send_and_record(self, item: PushItem) -> PushResult:
         error = self.send(item)
-        result = run_transaction(
-            self.engine, functools.partial(record_push_result, item=item, error=error)
-        )
+        with self.db_slots:
+            result = run_transaction(
+                self.engine, functools.partial(record_push_result, item=item, error=error)
+            )
         self.metrics.delivery_attempts.labels(item.namespace, item.subscription, result).inc()
         if result is PushResult.PARKED:
             log.warning(
