@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit.engines import reaper
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.passes import ItemBackoff
 from orbit_store.pulse import service
 from orbit_store.pulse.claim import promote as promotion
@@ -26,7 +26,7 @@ from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.workers import sessions
 from orbit_store.verify import verify
 
-from .pulse_driver import PulseDriver
+from ...pulse_driver import PulseDriver
 
 
 def raising_for(real: Callable[..., Any], bad: Callable[..., bool]) -> Callable[..., Any]:

@@ -17,12 +17,12 @@ import sqlalchemy as sa
 
 from orbit.engines import deliveries
 from orbit.engines.egress import EgressPolicy
-from orbit.metrics import Metrics
+from orbit.metrics.server import Metrics
 from orbit_store.delivery.model import PushResult
 from orbit_store.verify import verify
 
-from .delivery_driver import DeliveryDriver
-from .pulse_driver import PulseDriver
+from ..delivery_driver import DeliveryDriver
+from ..pulse_driver import PulseDriver
 
 PATIENCE_SECONDS = 60  # how long the test waits for what must happen, not a measured figure
 
