@@ -103,9 +103,11 @@ class PulseMachine(RuleBasedStateMachine):
         return self.sessions[-1]
 
     def lapsed(self, lease: Lease) -> bool:
+        if lease.revoked:  # cut to "now" when its session ended: its renewals no longer count
+            return True
         since = self.pulse.skew - lease.renewed_at
         assert since >= BIG_STEP or since <= SURELY_LIVE, "the model lost track of a lease"
-        return lease.revoked or since >= BIG_STEP
+        return since >= BIG_STEP
 
     def _current(self, lapsed: bool | None = None) -> list[Lease]:
         found = [t.current for t in self.tasks.values() if t.current is not None]
