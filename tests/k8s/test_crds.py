@@ -256,10 +256,10 @@ def test_credential_key_defaults_to_token() -> None:
     assert defaulted["spec"]["secretRef"] == {"name": "t", "key": "token"}
 
 
-def test_workerpool_defaults_to_four_attempts_per_pod_without_autoscaling() -> None:
+def test_workerpool_defaults_to_sixteen_attempts_per_pod_without_autoscaling() -> None:
     defaulted, refusals = admit(minimal("WorkerPool", **WORKERPOOL))
     assert refusals == []
-    assert defaulted["spec"]["concurrency"] == 4
+    assert defaulted["spec"]["concurrency"] == 16
     assert "autoscaling" not in defaulted["spec"]
     assert "replicas" not in defaulted["spec"]
 
