@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fixtures)
 
 from orbit.api.app import create_app
@@ -158,6 +159,33 @@ def api(mariadb_engine: sa.Engine) -> Iterator[Api]:
 def admin_api(mariadb_engine: sa.Engine) -> Iterator[Api]:
     """As ``api``, with a token that may do everything in its namespace."""
     yield Api(mariadb_engine, roles=("submit", "work", "review", "admin"))
+
+
+def token_headers(engine: sa.Engine, namespace: str, *roles: str) -> dict[str, str]:
+    """The Authorization header of a new token of ``namespace`` holding ``roles``."""
+    issued = run_transaction(
+        engine,
+        functools.partial(
+            create_token, namespace=namespace, name=f"t-{'-'.join(roles)}", roles=list(roles)
+        ),
+    )
+    return {"Authorization": f"Bearer {issued.token}"}
+
+
+@pytest.fixture
+def http(api: Api) -> Iterator[TestClient]:
+    """A client of ``api``'s app in process, sending its token unless a request names another."""
+    with TestClient(api.app) as client:
+        client.headers["Authorization"] = f"Bearer {api.token}"
+        yield client
+
+
+@pytest.fixture
+def admin_http(admin_api: Api) -> Iterator[TestClient]:
+    """As ``http``, for ``admin_api``."""
+    with TestClient(admin_api.app) as client:
+        client.headers["Authorization"] = f"Bearer {admin_api.token}"
+        yield client
 
 
 @pytest.fixture

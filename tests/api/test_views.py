@@ -4,35 +4,12 @@ filters, each scoped to the token's namespace; a ``read`` token sees and changes
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import uuid
-from collections.abc import Iterator
 
-import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from orbit_store.credentials import create_token
-from orbit_store.db import run_transaction
-
-from .conftest import Api
-
-
-def _token(engine: sa.Engine, namespace: str, *roles: str) -> dict[str, str]:
-    issued = run_transaction(
-        engine,
-        functools.partial(
-            create_token, namespace=namespace, name=f"t-{'-'.join(roles)}", roles=list(roles)
-        ),
-    )
-    return {"Authorization": f"Bearer {issued.token}"}
-
-
-@pytest.fixture
-def http(api: Api) -> Iterator[TestClient]:
-    with TestClient(api.app) as client:
-        client.headers["Authorization"] = f"Bearer {api.token}"
-        yield client
+from .conftest import Api, token_headers
 
 
 def _submit(http: TestClient, api: Api, **body: object) -> str:
@@ -86,7 +63,7 @@ def test_a_read_token_reads_everything_and_changes_nothing(
     api: Api, http: TestClient, mariadb_engine: sa.Engine
 ) -> None:
     task = _submit(http, api, handler="h")
-    viewer = _token(mariadb_engine, api.namespace, "read")
+    viewer = token_headers(mariadb_engine, api.namespace, "read")
     base = f"/v1/namespaces/{api.namespace}"
     for path in ("/overview", "/worker-sessions", "/tasks", f"/tasks/{task}", "/schedules"):
         assert http.get(base + path, headers=viewer).status_code == 200, path
@@ -102,7 +79,7 @@ def test_another_namespace_s_token_sees_nothing_of_this_one(
 ) -> None:
     _submit(http, api, handler="h")
     elsewhere = f"elsewhere-{uuid.uuid4().hex[:8]}"
-    stranger = _token(mariadb_engine, elsewhere, "admin")
+    stranger = token_headers(mariadb_engine, elsewhere, "admin")
     for path in ("/overview", "/worker-sessions", "/tasks"):
         answer = http.get(f"/v1/namespaces/{api.namespace}{path}", headers=stranger)
         assert answer.status_code == 403, path
@@ -117,7 +94,7 @@ def test_trigger_now_fires_a_schedule_once_and_needs_the_submit_role(
         base, json={"name": "nightly", "cron": "0 3 * * *", "task": {"handler": "h"}}
     )
     assert created.status_code == 201, created.text
-    viewer = _token(mariadb_engine, api.namespace, "read")
+    viewer = token_headers(mariadb_engine, api.namespace, "read")
     assert http.post(f"{base}/nightly/trigger", headers=viewer).status_code == 403
 
     fired = http.post(f"{base}/nightly/trigger", json={"reason": "needed now"})
