@@ -166,7 +166,10 @@ def token_headers(engine: sa.Engine, namespace: str, *roles: str) -> dict[str, s
     issued = run_transaction(
         engine,
         functools.partial(
-            create_token, namespace=namespace, name=f"t-{'-'.join(roles)}", roles=list(roles)
+            create_token,
+            namespace=namespace,
+            name=f"t-{'-'.join(roles)}-{uuid.uuid4().hex[:6]}",
+            roles=list(roles),
         ),
     )
     return {"Authorization": f"Bearer {issued.token}"}
