@@ -108,3 +108,20 @@ def test_another_namespace_s_trail_is_refused_and_its_own_is_apart(
 
     assert refused.status_code == 403 and refused.json()["token_namespace"] == elsewhere
     assert own.status_code == 200 and own.json()["items"] == []
+
+
+def test_each_schedule_change_is_audited_with_its_version_and_what_changed(
+    admin_api: Api, admin_http: TestClient
+) -> None:
+    _audited(admin_http, admin_api)
+    schedules = f"/v1/namespaces/{admin_api.namespace}/schedules"
+    assert admin_http.delete(f"{schedules}/nightly", params={"reason": "retired"}).is_success
+
+    trail = _entries(admin_http, resource_kind="Schedule", resource_id="nightly")
+
+    assert [(e["action"], e["reason"], e["resource_version"]) for e in trail] == [
+        ("schedule.delete", "retired", 2),
+        ("schedule.suspend", "freeze", 2),
+        ("schedule.create", "new", 1),
+    ]
+    assert trail[1]["after"]["changed"] == ["suspended", "version"]

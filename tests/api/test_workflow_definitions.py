@@ -57,10 +57,9 @@ def test_an_invalid_spec_is_refused_with_each_problem_under_spec(
     refused = admin_http.post(_base(admin_api), json={"name": "flow", "spec": spec})
 
     assert refused.status_code == 422, refused.text
-    problem = refused.json()
-    assert problem["type"].endswith("/validation") and problem["errors"]
-    assert all(e["loc"][0] == "spec" for e in problem["errors"])
-    assert "nowhere" in problem["detail"]
+    assert refused.json()["errors"] == [
+        {"loc": ["spec", "steps[0].dependsOn[0]"], "msg": "unknown step 'nowhere' (steps are: a)"}
+    ]
     assert admin_http.get(f"{_base(admin_api)}/flow").status_code == 404
 
 
@@ -115,3 +114,19 @@ def test_another_namespace_sees_neither_the_definition_nor_this_namespace(
     assert refused.status_code == 403 and refused.json()["token_namespace"] == elsewhere
     assert theirs.status_code == 404, theirs.text
     assert "'flow' not found" in theirs.json()["detail"]
+
+
+def test_publishing_is_audited_once_per_new_version(admin_api: Api, admin_http: TestClient) -> None:
+    changed = {"steps": [{"name": "only", "task": {"handler": "shop.only"}}]}
+    for spec, reason in [(SPEC, "first"), (SPEC, "same again"), (changed, "new step")]:
+        body = {"name": "flow", "spec": spec, "reason": reason}
+        assert admin_http.post(_base(admin_api), json=body).is_success
+
+    trail = admin_http.get("/v1/audit", params={"action": "workflowdefinition.*"}).json()
+    digest = admin_http.get(f"{_base(admin_api)}/flow").json()["versions"][-1]["digest"]
+
+    assert [(e["action"], e["resource_version"], e["reason"]) for e in trail["items"]] == [
+        ("workflowdefinition.publish", 2, "new step"),
+        ("workflowdefinition.publish", 1, "first"),
+    ]
+    assert trail["items"][0]["after"]["fields"]["digest"] == digest
