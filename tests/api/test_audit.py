@@ -3,6 +3,8 @@ action family, resource and time, paged; the admin role of the namespace it read
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from typing import Any
 
@@ -80,6 +82,16 @@ def test_the_trail_pages_and_refuses_a_token_it_did_not_issue(
     assert bad.status_code == 422 and "page_token" in bad.json()["detail"]
     assert too_big.status_code == 422
     assert ["query", "page_size"] in [e["loc"] for e in too_big.json()["errors"]]
+
+
+def test_a_forged_page_token_of_the_right_shape_is_refused_not_answered_empty(
+    admin_http: TestClient,
+) -> None:
+    forged = base64.urlsafe_b64encode(json.dumps(["2020-01-01", {"x": 1}]).encode()).decode()
+
+    answer = admin_http.get("/v1/audit", params={"page_token": forged})
+
+    assert answer.status_code == 422 and "page_token" in answer.json()["detail"]
 
 
 def test_reading_the_trail_needs_the_admin_role(

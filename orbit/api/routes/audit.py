@@ -32,7 +32,9 @@ def decode_page_token(token: str | None) -> tuple[dt.datetime, str] | None:
         return None
     try:
         at, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return dt.datetime.fromisoformat(at), str(last_id)
+        if not isinstance(last_id, str):  # the ids this API writes are strings: forged
+            raise TypeError(last_id)
+        return dt.datetime.fromisoformat(at), last_id
     except (binascii.Error, ValueError, TypeError) as exc:
         raise ApiProblem(422, "validation", "page_token is not one this API issued") from exc
 
