@@ -138,12 +138,14 @@ def test_invalid_bodies_and_parameters_are_refused_naming_the_field(
 
     bad_mode = admin_http.put(one, json={"mode": "carrier-pigeon"})
     bad_outcome = admin_http.put(one, json={"mode": "pull", "filter": {"outcomes": ["DONE"]}})
+    bad_queue = admin_http.put(one, json={"mode": "pull", "filter": {"queues": ["Bad Queue"]}})
     bad_limit = admin_http.get(f"{one}/events", params={"limit": 0})
     empty_ack = admin_http.post(f"{one}/ack", json={"event_ids": []})
 
     for answer, loc in [
         (bad_mode, ["body", "mode"]),
         (bad_outcome, ["body", "filter", "outcomes", 0]),
+        (bad_queue, ["body", "filter", "queues", 0]),
         (bad_limit, ["query", "limit"]),
         (empty_ack, ["body", "event_ids"]),
     ]:

@@ -4,17 +4,20 @@ wire contract ``orbit_sdk.results`` mirrors)."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from orbit.api.schemas import Out, Strict
+from orbit.api.schemas import NAME_PATTERN, Out, Strict
 
 OutcomeName = Literal["SUCCEEDED", "FAILED", "CANCELLED", "NEEDS_REVIEW"]
 
 
 class EventFilterIn(Strict):
-    queues: list[str] = Field(default_factory=list, max_length=100)
+    #: Queue names as queues are declared: a name no queue can have would never match.
+    queues: list[Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]] = Field(
+        default_factory=list, max_length=100
+    )
     handlers: list[str] = Field(
         default_factory=list, max_length=100, description="Glob patterns, e.g. 'shop.*'."
     )
