@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now
 from orbit_store.ids import new_id
+from orbit_store.passes import in_turn
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import (
     workflow_activations,
@@ -59,27 +60,15 @@ def due_messages(
     """PENDING rows whose (re)try time has come (no locks: consume re-checks): every
     namespace's oldest in turn — its first, then its second, … — so one namespace's backlog
     never holds back another's; within a namespace (so within an instance) oldest first."""
-    turn = sa.func.row_number().over(
-        partition_by=workflow_inbox.c.namespace, order_by=workflow_inbox.c.next_attempt_at
-    )
     due = sa.select(
-        workflow_inbox.c.id,
-        workflow_inbox.c.namespace,
-        workflow_inbox.c.instance_id,
-        workflow_inbox.c.next_attempt_at,
-        turn.label("turn"),
+        workflow_inbox.c.id, workflow_inbox.c.namespace, workflow_inbox.c.instance_id
     ).where(
         workflow_inbox.c.state == "PENDING",
         workflow_inbox.c.next_attempt_at <= db_now(conn),
     )
     if namespace is not None:
         due = due.where(workflow_inbox.c.namespace == namespace)
-    fair = due.subquery("due")
-    query = (
-        sa.select(fair.c.id, fair.c.namespace, fair.c.instance_id)
-        .order_by(fair.c.turn, fair.c.next_attempt_at)
-        .limit(limit)
-    )
+    query = in_turn(due, workflow_inbox.c.namespace, workflow_inbox.c.next_attempt_at, limit)
     return [Due(*row) for row in conn.execute(query)]
 
 

@@ -21,6 +21,7 @@ import datetime as dt
 import sqlalchemy as sa
 
 from orbit_store.clock import as_db_time, db_now, utc_now
+from orbit_store.passes import in_turn
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import workflow_instances
 
@@ -41,13 +42,7 @@ def due_instances(
     now = db_now(conn)
     # An instance backing off queues at its retry time, behind timers due before it.
     due_at = sa.func.coalesce(workflow_instances.c.timer_retry_at, workflow_instances.c.wake_at)
-    turn = sa.func.row_number().over(partition_by=workflow_instances.c.namespace, order_by=due_at)
-    due = sa.select(
-        workflow_instances.c.namespace,
-        workflow_instances.c.id,
-        due_at.label("due_at"),
-        turn.label("turn"),
-    ).where(
+    due = sa.select(workflow_instances.c.namespace, workflow_instances.c.id).where(
         workflow_instances.c.state == InstanceState.RUNNING.value,
         workflow_instances.c.wake_at <= now,
         workflow_instances.c.paused.is_(False),
@@ -58,8 +53,7 @@ def due_instances(
     )
     if namespace is not None:
         due = due.where(workflow_instances.c.namespace == namespace)
-    fair = due.subquery("due")
-    query = sa.select(fair.c.namespace, fair.c.id).order_by(fair.c.turn, fair.c.due_at).limit(limit)
+    query = in_turn(due, workflow_instances.c.namespace, due_at, limit)
     return [(ns, instance_id) for ns, instance_id in conn.execute(query)]
 
 
