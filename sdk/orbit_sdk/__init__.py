@@ -10,9 +10,9 @@ platform.
 """
 
 from ._bulk import SubmissionResult
-from ._calls import SubmitOptions
-from ._transport import RetryPolicy
 from ._version import __version__
+from ._wire.calls import SubmitOptions
+from ._wire.transport import RetryPolicy
 from .client import AsyncClient, Client
 from .context import TaskContext
 from .errors import (

@@ -16,13 +16,13 @@ from typing import Any
 
 import httpx
 
-from . import _calls
 from ._attempt_threads import AttemptThreads
 from ._lease_deadline import report_timeout_passed
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler, Report, run_handler, unknown_handler_report
 from ._report_buffer import CallBatcher
-from ._transport import Call
+from ._wire import calls
+from ._wire.transport import Call
 from .context import TaskContext
 from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
 from .models import CompletionResponse, Lease, StartResponse
@@ -172,7 +172,7 @@ class AttemptRunner:
     def _start_once(self, attempt: LiveAttempt, safety: str | None) -> StartResponse:
         lease = attempt.lease
         if self.starts is None:
-            call = _calls.start_attempt(lease.attempt_id, lease.token, safety, call_budget(lease))
+            call = calls.start_attempt(lease.attempt_id, lease.token, safety, call_budget(lease))
             return StartResponse.model_validate(self.send(call).json())
         item = {"attempt_id": lease.attempt_id, "token": lease.token}
         if safety == "unsafe":  # only the stricter declaration changes anything
@@ -187,7 +187,7 @@ class AttemptRunner:
         if self.reports is None:
             if queued is not None:
                 queued()
-            call = _calls.complete_attempt(
+            call = calls.complete_attempt(
                 lease.attempt_id,
                 lease.token,
                 report.outcome,

@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ._calls import _ns, submission_body
-from ._transport import AsyncTransport, Call, SyncTransport
+from ._wire.calls import _ns, submission_body
+from ._wire.transport import AsyncTransport, Call, SyncTransport
 from .errors import OrbitError, error_for_problem
 from .models import Problem, WireModel
 

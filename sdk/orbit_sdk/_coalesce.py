@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from . import _calls
 from ._bulk import submit_many_call
-from ._transport import Call
+from ._wire import calls
+from ._wire.transport import Call
 from .errors import NotFound, PayloadTooLarge, ValidationFailed, error_for_problem
 from .models import Problem, Task
 
@@ -145,7 +145,7 @@ class Gathering:
 
 
 def alone(waiting: Waiting) -> Call:
-    return _calls.submit(waiting.namespace, waiting.body)
+    return calls.submit(waiting.namespace, waiting.body)
 
 
 class SubmitCoalescer:

@@ -17,9 +17,9 @@ from typing import Protocol
 
 import httpx
 
-from . import _calls
 from ._live import LiveSet
-from ._transport import Call, RetryPolicy
+from ._wire import calls
+from ._wire.transport import Call, RetryPolicy
 from .errors import Conflict, Forbidden, NotFound, Unauthorized
 from .models import HeartbeatResponse, Session
 
@@ -85,7 +85,7 @@ class Heartbeater:
         budget = max(interval, 1.0)
         for index, chunk in enumerate(chunks):
             progress = {a: news[a][1] for a, _ in chunk if a in news}
-            call = _calls.heartbeat(
+            call = calls.heartbeat(
                 session_id if index == 0 else None, chunk, retry, budget, progress
             )
             sent_at = time.monotonic()
@@ -100,7 +100,7 @@ class Heartbeater:
                 log.warning("worker %s: session refused on heartbeat: %s", worker.name, exc)
                 worker.session_ended("UNKNOWN")
                 session_id = None
-                call = _calls.heartbeat(None, chunk, retry, budget, progress)
+                call = calls.heartbeat(None, chunk, retry, budget, progress)
                 try:
                     answer = HeartbeatResponse.model_validate(worker.send(call).json())
                 except Exception as again:

@@ -35,8 +35,8 @@ from typing import Any
 
 import httpx
 
-from . import _calls
-from ._transport import Call
+from ._wire import calls
+from ._wire.transport import Call
 from .errors import NotFound, OrbitError, PayloadTooLarge, ValidationFailed, error_for_problem
 from .models import Problem
 
@@ -226,11 +226,11 @@ def start_batcher(send: Callable[[Call], httpx.Response], linger: float) -> Call
     """Starts: answers ``{"already_started", "lease_expires_at"}``."""
 
     def single(item: dict[str, Any], budget: float | None) -> dict[str, Any]:
-        call = _calls.start_attempt(item["attempt_id"], item["token"], item.get("safety"), budget)
+        call = calls.start_attempt(item["attempt_id"], item["token"], item.get("safety"), budget)
         return dict(send(call).json())
 
     return CallBatcher(
-        name="starts", send=send, batch_call=_calls.start_attempts, single=single, linger=linger
+        name="starts", send=send, batch_call=calls.start_attempts, single=single, linger=linger
     )
 
 
@@ -239,7 +239,7 @@ def report_batcher(send: Callable[[Call], httpx.Response], linger: float) -> Cal
 
     def single(item: dict[str, Any], budget: float | None) -> dict[str, Any]:
         fields = {k: item.get(k) for k in ("result", "error")}
-        call = _calls.complete_attempt(
+        call = calls.complete_attempt(
             item["attempt_id"],
             item["token"],
             item["outcome"],
@@ -253,7 +253,7 @@ def report_batcher(send: Callable[[Call], httpx.Response], linger: float) -> Cal
     return CallBatcher(
         name="reports",
         send=send,
-        batch_call=_calls.complete_attempts,
+        batch_call=calls.complete_attempts,
         single=single,
         linger=linger,
     )

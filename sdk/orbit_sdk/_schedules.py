@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ._calls import _ns, _rfc3339, _seg
-from ._transport import AsyncTransport, Call, SyncTransport
+from ._wire.calls import _ns, _rfc3339, _seg
+from ._wire.transport import AsyncTransport, Call, SyncTransport
 from .models import Schedule, SchedulePage, SchedulePreview
 
 

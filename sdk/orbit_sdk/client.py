@@ -1,8 +1,8 @@
 """``Client`` and ``AsyncClient``: submit, inspect, list, cancel and wait for tasks over HTTP;
 schedules come from the ``_schedules`` mixins.
 
-Both build their requests with ``_calls`` and send them through ``_transport``, so retries,
-idempotency and error mapping are the same whichever one you use.
+Both build their requests with ``_wire.calls`` and send them through ``_wire.transport``, so
+retries, idempotency and error mapping are the same whichever one you use.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Self, Unpack
 
 import httpx
 
-from . import _calls
 from ._bulk import AsyncBulkMethods, BulkMethods
-from ._calls import SubmitOptions
 from ._coalesce import DEFAULT_SUBMIT_LINGER, AsyncSubmitCoalescer, SubmitCoalescer
 from ._schedules import AsyncScheduleMethods, ScheduleMethods
-from ._transport import AsyncTransport, RetryPolicy, SyncTransport
 from ._version import __version__
+from ._wire import calls
+from ._wire.calls import SubmitOptions
+from ._wire.transport import AsyncTransport, RetryPolicy, SyncTransport
 from .errors import TimeoutExpired
 from .models import SETTLED_STATES, Identity, Task, TaskDetail, TaskPage
 from .results import AsyncResultsMethods, ResultsMethods
@@ -108,26 +108,26 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
     def whoami(self) -> Identity:
         """The token's namespace, name and roles: use ``whoami().namespace`` when you hold a
         token but not the name of its namespace."""
-        return Identity.model_validate(self._transport.send(_calls.whoami()).json())
+        return Identity.model_validate(self._transport.send(calls.whoami()).json())
 
     def submit(self, namespace: str, **options: Unpack[SubmitOptions]) -> Task:
         """Submit a task. Without ``idempotency_key`` a fresh one is made for this call, so
         transport retries are safe; pass your own to make *your* retries safe too.
         ``task.replayed`` tells whether the key found an existing task."""
-        body = _calls.submission_body(**options)
+        body = calls.submission_body(**options)
         if self._coalescer is not None:
             return self._coalescer.submit(namespace, body)
-        response = self._transport.send(_calls.submit(namespace, body))
+        response = self._transport.send(calls.submit(namespace, body))
         return Task.model_validate(response.json())
 
     def get(self, namespace: str, task_id: str) -> TaskDetail:
-        response = self._transport.send(_calls.get_task(namespace, task_id))
+        response = self._transport.send(calls.get_task(namespace, task_id))
         return TaskDetail.model_validate(response.json())
 
     def cancel(self, namespace: str, task_id: str, reason: str = "") -> Task:
         """Request cancellation. WAITING/LEASED tasks are cancelled at once; a RUNNING one is
         cancelled when its handler confirms it stopped; a finished one is left as it is."""
-        response = self._transport.send(_calls.cancel_task(namespace, task_id, reason))
+        response = self._transport.send(calls.cancel_task(namespace, task_id, reason))
         return Task.model_validate(response.json())
 
     def review(
@@ -144,7 +144,7 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         """Settle a NEEDS_REVIEW task as ``"succeeded"`` or ``"failed"`` (audited; needs the
         review role). ``execution_ended=True`` confirms no handler is still running."""
         response = self._transport.send(
-            _calls.review_task(
+            calls.review_task(
                 namespace,
                 task_id,
                 decision=decision,
@@ -168,7 +168,7 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         """Create the one manual retry of a FAILED or CANCELLED task (a new task linked by
         ``retry_of``); ``safe_to_retry=True`` confirms running it again is safe."""
         response = self._transport.send(
-            _calls.retry_task(
+            calls.retry_task(
                 namespace,
                 task_id,
                 reason=reason,
@@ -206,7 +206,7 @@ class Client(BulkMethods, ResultsMethods, ScheduleMethods, WorkflowMethods):
         page_token: str | None = None,
         handler: str | None = None,
     ) -> TaskPage:
-        call = _calls.list_tasks(
+        call = calls.list_tasks(
             namespace,
             queue=queue,
             state=state,
@@ -283,22 +283,22 @@ class AsyncClient(
 
     async def whoami(self) -> Identity:
         """See ``Client.whoami``."""
-        return Identity.model_validate((await self._transport.send(_calls.whoami())).json())
+        return Identity.model_validate((await self._transport.send(calls.whoami())).json())
 
     async def submit(self, namespace: str, **options: Unpack[SubmitOptions]) -> Task:
         """See ``Client.submit``."""
-        body = _calls.submission_body(**options)
+        body = calls.submission_body(**options)
         if self._coalescer is not None:
             return await self._coalescer.submit(namespace, body)
-        response = await self._transport.send(_calls.submit(namespace, body))
+        response = await self._transport.send(calls.submit(namespace, body))
         return Task.model_validate(response.json())
 
     async def get(self, namespace: str, task_id: str) -> TaskDetail:
-        response = await self._transport.send(_calls.get_task(namespace, task_id))
+        response = await self._transport.send(calls.get_task(namespace, task_id))
         return TaskDetail.model_validate(response.json())
 
     async def cancel(self, namespace: str, task_id: str, reason: str = "") -> Task:
-        response = await self._transport.send(_calls.cancel_task(namespace, task_id, reason))
+        response = await self._transport.send(calls.cancel_task(namespace, task_id, reason))
         return Task.model_validate(response.json())
 
     async def wait(
@@ -331,7 +331,7 @@ class AsyncClient(
         page_token: str | None = None,
         handler: str | None = None,
     ) -> TaskPage:
-        call = _calls.list_tasks(
+        call = calls.list_tasks(
             namespace,
             queue=queue,
             state=state,

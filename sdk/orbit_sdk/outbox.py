@@ -34,8 +34,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ._calls import submission_body
-from ._transport import check_body
+from ._wire.calls import submission_body
+from ._wire.transport import check_body
 from .client import Client
 from .errors import IdempotencyConflict, OrbitError, ValidationFailed
 

@@ -14,8 +14,8 @@ import datetime as dt
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ._calls import _ns, _rfc3339, _seg
-from ._transport import AsyncTransport, Call, SyncTransport
+from ._wire.calls import _ns, _rfc3339, _seg
+from ._wire.transport import AsyncTransport, Call, SyncTransport
 from .models import WireModel
 
 # --- models --------------------------------------------------------------------------------

@@ -31,14 +31,14 @@ from typing import TypeVar
 
 import httpx
 
-from . import _calls
 from ._attempt import AttemptRunner, RegisteredHandler, is_transient
 from ._heartbeat import Heartbeater
 from ._lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
 from ._live import Backoff, LiveAttempt, LiveSet
 from ._outcome import Handler
 from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
-from ._transport import Call, RetryPolicy, SyncTransport
+from ._wire import calls
+from ._wire.transport import Call, RetryPolicy, SyncTransport
 from .client import DEFAULT_TIMEOUT, resolve_server, resolve_token, sync_http
 from .context import TaskContext
 from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
@@ -333,7 +333,7 @@ class Worker:
                 batcher.flush_now()  # draining: no report waits for company
         if session is not None:
             try:
-                self.send(_calls.drain_session(session.id))
+                self.send(calls.drain_session(session.id))
             except Exception as exc:
                 log.warning("worker %s: drain failed: %s", self.name, exc)
         deadline = time.monotonic() + self.drain_timeout
@@ -356,7 +356,7 @@ class Worker:
         beats.stop()
         if session is not None:
             try:
-                self.send(_calls.close_session(session.id))
+                self.send(calls.close_session(session.id))
             except NotFound:
                 pass
             except Exception as exc:
@@ -378,7 +378,7 @@ class Worker:
         key = str(uuid.uuid4())
         while not self._stopping.is_set() and not self._signals:
             try:
-                call = _calls.create_session(
+                call = calls.create_session(
                     self._namespace(),
                     self.name,
                     self.queues,
@@ -418,7 +418,7 @@ class Worker:
     def _namespace(self) -> str:
         """The namespace given, else the token's own (learned once from ``GET /v1/whoami``)."""
         if self.namespace is None:
-            self.namespace = Identity.model_validate(self.send(_calls.whoami()).json()).namespace
+            self.namespace = Identity.model_validate(self.send(calls.whoami()).json()).namespace
         return self.namespace
 
     def session_ended(self, state: str) -> None:
@@ -487,7 +487,7 @@ class Worker:
         request failed."""
         reports = self._runner.reports
         riders = self._ask.riders(reports)
-        call = _calls.lease(
+        call = calls.lease(
             session_id,
             asked,
             self.lease_wait_seconds,

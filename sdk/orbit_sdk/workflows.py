@@ -13,8 +13,8 @@ import asyncio
 import time
 from typing import Any
 
-from . import _workflow_calls as calls
-from ._transport import AsyncTransport, SyncTransport
+from ._wire import workflow_calls as calls
+from ._wire.transport import AsyncTransport, SyncTransport
 from .errors import TimeoutExpired
 from .workflow_models import (
     FINISHED_WORKFLOW_STATES,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_sdk._transport import RetryPolicy, SyncTransport
+from orbit_sdk._wire.transport import RetryPolicy, SyncTransport
 
 PROBLEM_JSON = "application/problem+json"
 

@@ -15,7 +15,7 @@ from orbit_sdk import Lease, TaskContext
 from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
 from orbit_sdk._attempt_threads import AttemptThreads
 from orbit_sdk._live import LiveAttempt, LiveSet
-from orbit_sdk._transport import Call
+from orbit_sdk._wire.transport import Call
 
 from .test_models import LEASE
 

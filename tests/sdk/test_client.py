@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from orbit_sdk import AsyncClient, Client, RetryPolicy, TimeoutExpired, errors
-from orbit_sdk._calls import get_task, submission_body
+from orbit_sdk._wire.calls import get_task, submission_body
 from orbit_sdk.client import _timeout_error
 
 from .conftest import Faults, problem, task_body

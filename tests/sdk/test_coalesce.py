@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from orbit_sdk import Client, ServerUnreachable, Task
-from orbit_sdk._transport import RetryPolicy
+from orbit_sdk._wire.transport import RetryPolicy
 
 from .conftest import problem, task_body
 

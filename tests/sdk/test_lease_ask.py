@@ -11,11 +11,12 @@ from typing import Any
 
 import httpx
 
-from orbit_sdk import Lease, TaskContext, Worker, _calls
+from orbit_sdk import Lease, TaskContext, Worker
 from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
 from orbit_sdk._lease_ask import MAX_LEASE_BATCH, LeaseAsk
 from orbit_sdk._live import LiveAttempt, LiveSet
-from orbit_sdk._transport import Call
+from orbit_sdk._wire import calls
+from orbit_sdk._wire.transport import Call
 from orbit_sdk.errors import ValidationFailed
 from orbit_sdk.models import Problem
 
@@ -65,8 +66,8 @@ def test_a_worker_with_lease_with_start_off_names_none() -> None:
 
 
 def test_the_lease_call_sends_start_handlers_only_when_there_are_any() -> None:
-    assert _calls.lease("s1", 2, 5, ["shop.echo"]).json["start_handlers"] == ["shop.echo"]
-    assert "start_handlers" not in _calls.lease("s1", 2, 5, None).json
+    assert calls.lease("s1", 2, 5, ["shop.echo"]).json["start_handlers"] == ["shop.echo"]
+    assert "start_handlers" not in calls.lease("s1", 2, 5, None).json
 
 
 def test_a_refusal_naming_start_handlers_switches_it_off_for_good() -> None:
@@ -266,10 +267,10 @@ def test_a_refusal_of_one_report_item_is_not_taken_for_an_old_server() -> None:
 
 def test_the_lease_call_carries_reports_without_a_long_poll() -> None:
     report = {"attempt_id": "a1", "token": "t", "outcome": "succeeded"}
-    call = _calls.lease("s", 4, 10.0, None, reports=[report], budget=3.0)
+    call = calls.lease("s", 4, 10.0, None, reports=[report], budget=3.0)
     assert call.json["reports"] == [report] and call.json["wait_seconds"] == 0
     assert call.budget == 3.0
-    plain = _calls.lease("s", 4, 10.0, None, reports=[], budget=3.0)
+    plain = calls.lease("s", 4, 10.0, None, reports=[], budget=3.0)
     assert "reports" not in plain.json and plain.json["wait_seconds"] == 10.0
     assert plain.budget is None
 

@@ -14,7 +14,7 @@ from orbit_sdk import Lease, LeaseLost, TaskContext
 from orbit_sdk._attempt import AttemptRunner
 from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._outcome import Report, report_for_exception, run_handler
-from orbit_sdk._transport import Call
+from orbit_sdk._wire.transport import Call
 from orbit_sdk.errors import Unavailable
 from orbit_sdk.models import HeartbeatResult, LeaseBatch
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from orbit_sdk._report_buffer import report_batcher
-from orbit_sdk._transport import Call
+from orbit_sdk._wire.transport import Call
 from orbit_sdk.errors import PayloadTooLarge, StaleAttempt
 
 

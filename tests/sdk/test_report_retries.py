@@ -17,7 +17,7 @@ from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
 from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._outcome import Report
 from orbit_sdk._report_buffer import DEFAULT_LINGER, report_batcher
-from orbit_sdk._transport import Call, SyncTransport
+from orbit_sdk._wire.transport import Call, SyncTransport
 
 from .test_models import LEASE
 

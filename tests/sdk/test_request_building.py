@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from orbit_sdk import AsyncClient, Client
-from orbit_sdk._transport import AsyncTransport, Call, SyncTransport
+from orbit_sdk._wire.transport import AsyncTransport, Call, SyncTransport
 
 Sent = list[httpx.Request]
 

@@ -10,7 +10,7 @@ import pytest
 
 import orbit_sdk
 from orbit_sdk import errors
-from orbit_sdk._transport import AsyncTransport, Call, RetryPolicy, SyncTransport
+from orbit_sdk._wire.transport import AsyncTransport, Call, RetryPolicy, SyncTransport
 
 from .conftest import Faults, MakeTransport, problem
 

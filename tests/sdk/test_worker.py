@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_sdk import RetryPolicy, TaskContext, Unauthorized, Worker, _calls
+from orbit_sdk import RetryPolicy, TaskContext, Unauthorized, Worker
+from orbit_sdk._wire import calls
 
 from .conftest import Fault, Faults, problem
 from .test_models import SESSION
@@ -123,9 +124,9 @@ def test_importing_the_sdk_loads_no_platform_code() -> None:
 def test_only_an_unsafe_declaration_is_sent_at_start() -> None:
     """The server keeps the stricter class, so 'safe' could change nothing; not sending it
     keeps safe handlers working against servers that predate the field."""
-    assert _calls.start_attempt("a1", "tok", "unsafe").json == {"token": "tok", "safety": "unsafe"}
-    assert _calls.start_attempt("a1", "tok", "safe").json == {"token": "tok"}
-    assert _calls.start_attempt("a1", "tok").json == {"token": "tok"}
+    assert calls.start_attempt("a1", "tok", "unsafe").json == {"token": "tok", "safety": "unsafe"}
+    assert calls.start_attempt("a1", "tok", "safe").json == {"token": "tok"}
+    assert calls.start_attempt("a1", "tok").json == {"token": "tok"}
 
 
 def _registrations(faults: Faults, at_least: int) -> list[Any]:

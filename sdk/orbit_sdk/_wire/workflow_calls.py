@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ._calls import _ns, _seg
-from ._transport import Call
+from .calls import _ns, _seg
+from .transport import Call
 
 
 def publish(namespace: str, name: str, spec: dict[str, Any], reason: str = "") -> Call:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Required, TypedDict, Unpack
 from urllib.parse import quote
 
-from ._transport import Call, RetryPolicy
+from .transport import Call, RetryPolicy
 
 
 def _seg(value: str) -> str:

@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from .errors import OrbitError, ServerUnreachable, ValidationFailed, error_for_problem
-from .json_values import storable_problem
-from .models import Problem
+from ..errors import OrbitError, ServerUnreachable, ValidationFailed, error_for_problem
+from ..json_values import storable_problem
+from ..models import Problem
 
 log = logging.getLogger("orbit_sdk.transport")
 
