@@ -4,7 +4,7 @@ Threads and why:
 
 - the **lease thread** long-polls for as many tasks as there are free slots. It is separate from
   the thread that called ``run()`` so a stop request never waits for a long poll to return;
-- one daemon **attempt thread** per held attempt (``_attempt_threads``: kept for the next
+- one daemon **attempt thread** per held attempt (``_worker.attempt_threads``: kept for the next
   attempt while idle, never more than the attempts held): start, handler, report. Daemon, so
   a handler that ignores every stop signal cannot keep the process alive after
   ``drain_timeout`` -- its lease lapses when the session closes and the server applies the
@@ -31,14 +31,14 @@ from typing import TypeVar
 
 import httpx
 
-from ._attempt import AttemptRunner, RegisteredHandler, is_transient
-from ._heartbeat import Heartbeater
-from ._lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
-from ._live import Backoff, LiveAttempt, LiveSet
-from ._outcome import Handler
-from ._report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from ._wire import calls
 from ._wire.transport import Call, RetryPolicy, SyncTransport
+from ._worker.attempt import AttemptRunner, RegisteredHandler, is_transient
+from ._worker.heartbeat import Heartbeater
+from ._worker.lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
+from ._worker.live import Backoff, LiveAttempt, LiveSet
+from ._worker.outcome import Handler
+from ._worker.report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from .client import DEFAULT_TIMEOUT, resolve_server, resolve_token, sync_http
 from .context import TaskContext
 from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
@@ -63,7 +63,7 @@ class Worker:
 
     ``concurrency`` bounds the attempts whose handler may still run (leased or running); an
     attempt whose outcome is being reported frees its slot, and at most ``concurrency`` such
-    reports wait at once (``_live.LiveSet``). ``heartbeat_interval``
+    reports wait at once (``_worker.live.LiveSet``). ``heartbeat_interval``
     defaults to what the server asks for in the session. ``drain_timeout`` is how long a stop
     waits for running handlers before closing the session anyway; keep it below the pod's
     termination grace period. ``pod_uid`` (default ``$ORBIT_POD_UID``) binds the session to a
@@ -77,7 +77,7 @@ class Worker:
     (worker protocol 3; no start call); unsafe handlers are started by a call. Under a backlog
     (the last lease got all it asked for) a worker holding attempts waits up to
     ``lease_linger`` seconds for all its slots to be free, so it asks for many tasks at once
-    (``_lease_ask``).
+    (``_worker.lease_ask``).
     """
 
     def __init__(

@@ -12,10 +12,10 @@ from collections.abc import Callable
 import httpx
 
 from orbit_sdk import Lease, TaskContext
-from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
-from orbit_sdk._attempt_threads import AttemptThreads
-from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._wire.transport import Call
+from orbit_sdk._worker.attempt import AttemptRunner, RegisteredHandler
+from orbit_sdk._worker.attempt_threads import AttemptThreads
+from orbit_sdk._worker.live import LiveAttempt, LiveSet
 
 from .test_models import LEASE
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from orbit_sdk import Client, ValidationFailed
-from orbit_sdk._outcome import error_body, report_for_result
+from orbit_sdk._worker.outcome import error_body, report_for_result
 from orbit_sdk.json_values import MAX_JSON_DEPTH, Unstorable, check_storable, storable_problem
 
 from .conftest import Faults, task_body

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 from orbit_sdk import Lease, TaskContext, Worker
-from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
-from orbit_sdk._lease_ask import MAX_LEASE_BATCH, LeaseAsk
-from orbit_sdk._live import LiveAttempt, LiveSet
 from orbit_sdk._wire import calls
 from orbit_sdk._wire.transport import Call
+from orbit_sdk._worker.attempt import AttemptRunner, RegisteredHandler
+from orbit_sdk._worker.lease_ask import MAX_LEASE_BATCH, LeaseAsk
+from orbit_sdk._worker.live import LiveAttempt, LiveSet
 from orbit_sdk.errors import ValidationFailed
 from orbit_sdk.models import Problem
 

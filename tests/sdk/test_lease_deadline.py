@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from orbit_sdk import Lease, LeaseLost, TaskContext
-from orbit_sdk._attempt import AttemptRunner
-from orbit_sdk._live import LiveAttempt, LiveSet
-from orbit_sdk._outcome import Report, report_for_exception, run_handler
 from orbit_sdk._wire.transport import Call
+from orbit_sdk._worker.attempt import AttemptRunner
+from orbit_sdk._worker.live import LiveAttempt, LiveSet
+from orbit_sdk._worker.outcome import Report, report_for_exception, run_handler
 from orbit_sdk.errors import Unavailable
 from orbit_sdk.models import HeartbeatResult, LeaseBatch
 
@@ -178,6 +178,6 @@ def test_report_retries_end_after_the_report_timeout() -> None:
 
 
 def _registered(fn: object) -> object:
-    from orbit_sdk._attempt import RegisteredHandler
+    from orbit_sdk._worker.attempt import RegisteredHandler
 
     return RegisteredHandler(fn=fn, safety="safe")  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from orbit_sdk import Cancelled, Lease, OutcomeUnknown, RetryableError, TaskContext
-from orbit_sdk._live import LiveAttempt, LiveSet
-from orbit_sdk._outcome import (
+from orbit_sdk._worker.live import LiveAttempt, LiveSet
+from orbit_sdk._worker.outcome import (
     Report,
     report_for_exception,
     report_for_result,

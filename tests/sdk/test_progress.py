@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from orbit_sdk import Lease, TaskContext, Worker
-from orbit_sdk._heartbeat import Heartbeater
-from orbit_sdk._live import LiveAttempt
+from orbit_sdk._worker.heartbeat import Heartbeater
+from orbit_sdk._worker.live import LiveAttempt
 
 from .test_models import LEASE
 

@@ -1,5 +1,5 @@
-"""The worker's batching of starts and reports (``_report_buffer``): each attempt still gets its
-own answer — a refused item raises its own typed error, its neighbours are unaffected."""
+"""The worker's batching of starts and reports (``_worker.report_buffer``): each attempt still
+gets its own answer — a refused item raises its own typed error, its neighbours are unaffected."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from orbit_sdk._report_buffer import report_batcher
 from orbit_sdk._wire.transport import Call
+from orbit_sdk._worker.report_buffer import report_batcher
 from orbit_sdk.errors import PayloadTooLarge, StaleAttempt
 
 

@@ -13,11 +13,11 @@ import time
 import httpx
 
 from orbit_sdk import Lease, TaskContext
-from orbit_sdk._attempt import AttemptRunner, RegisteredHandler
-from orbit_sdk._live import LiveAttempt, LiveSet
-from orbit_sdk._outcome import Report
-from orbit_sdk._report_buffer import DEFAULT_LINGER, report_batcher
 from orbit_sdk._wire.transport import Call, SyncTransport
+from orbit_sdk._worker.attempt import AttemptRunner, RegisteredHandler
+from orbit_sdk._worker.live import LiveAttempt, LiveSet
+from orbit_sdk._worker.outcome import Report
+from orbit_sdk._worker.report_buffer import DEFAULT_LINGER, report_batcher
 
 from .test_models import LEASE
 

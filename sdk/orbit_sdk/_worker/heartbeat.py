@@ -17,11 +17,11 @@ from typing import Protocol
 
 import httpx
 
-from ._live import LiveSet
-from ._wire import calls
-from ._wire.transport import Call, RetryPolicy
-from .errors import Conflict, Forbidden, NotFound, Unauthorized
-from .models import HeartbeatResponse, Session
+from .._wire import calls
+from .._wire.transport import Call, RetryPolicy
+from ..errors import Conflict, Forbidden, NotFound, Unauthorized
+from ..models import HeartbeatResponse, Session
+from .live import LiveSet
 
 log = logging.getLogger("orbit_sdk.heartbeat")
 

@@ -19,7 +19,7 @@ backlog: the queue keeps up), the next asks as soon as a slot is free, so a task
 held back. A worker holding nothing asks at once either way (idle dispatch latency unchanged).
 
 **Reports ride along** (worker protocol 4): once a slot is free, the outcome reports waiting to
-be sent are held for the coming request (``_report_buffer.CallBatcher.hold``), which carries
+be sent are held for the coming request (``report_buffer.CallBatcher.hold``), which carries
 them; a server before protocol 4 refuses the field (422 naming ``reports``), and the worker then
 sends its reports by their own call, as before.
 """
@@ -30,9 +30,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._live import LiveSet
-from ._report_buffer import CallBatcher, Pending
-from .errors import ValidationFailed
+from ..errors import ValidationFailed
+from .live import LiveSet
+from .report_buffer import CallBatcher, Pending
 
 log = logging.getLogger("orbit_sdk.worker")
 

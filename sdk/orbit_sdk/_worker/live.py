@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .context import TaskContext
-from .models import HeartbeatResult, HeartbeatStatus, Lease
+from ..context import TaskContext
+from ..models import HeartbeatResult, HeartbeatStatus, Lease
 
 
 @dataclass

@@ -15,7 +15,7 @@ when the request failed — one round trip per cycle of a busy worker instead of
 Every item keeps its own answer: an item the server refused raises, in the thread that waits
 for it, the same typed error the single-item call raises (``StaleAttempt``, ``LeaseLost``, …);
 a call that failed as a whole raises its error in every waiting thread, whose own retry rules
-(``_attempt.AttemptRunner``) then apply. A server without the batched calls (404 on the batch
+(``attempt.AttemptRunner``) then apply. A server without the batched calls (404 on the batch
 path) is detected once and spoken to one item at a time; a batch refused as a whole (413/422: say,
 several large results together over the body limit) is sent again item by item.
 
@@ -35,10 +35,10 @@ from typing import Any
 
 import httpx
 
-from ._wire import calls
-from ._wire.transport import Call
-from .errors import NotFound, OrbitError, PayloadTooLarge, ValidationFailed, error_for_problem
-from .models import Problem
+from .._wire import calls
+from .._wire.transport import Call
+from ..errors import NotFound, OrbitError, PayloadTooLarge, ValidationFailed, error_for_problem
+from ..models import Problem
 
 log = logging.getLogger("orbit_sdk.worker")
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .context import TaskContext
-from .errors import Cancelled, HandlerSignal, LeaseLost, OutcomeUnknown, RetryableError
-from .json_values import storable_problem
+from ..context import TaskContext
+from ..errors import Cancelled, HandlerSignal, LeaseLost, OutcomeUnknown, RetryableError
+from ..json_values import storable_problem
 
 Handler = Callable[[TaskContext, Any], Any]
 

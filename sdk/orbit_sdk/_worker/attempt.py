@@ -16,16 +16,16 @@ from typing import Any
 
 import httpx
 
-from ._attempt_threads import AttemptThreads
-from ._lease_deadline import report_timeout_passed
-from ._live import Backoff, LiveAttempt, LiveSet
-from ._outcome import Handler, Report, run_handler, unknown_handler_report
-from ._report_buffer import CallBatcher
-from ._wire import calls
-from ._wire.transport import Call
-from .context import TaskContext
-from .errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
-from .models import CompletionResponse, Lease, StartResponse
+from .._lease_deadline import report_timeout_passed
+from .._wire import calls
+from .._wire.transport import Call
+from ..context import TaskContext
+from ..errors import FencedByRestore, OrbitError, PayloadTooLarge, StaleAttempt, ValidationFailed
+from ..models import CompletionResponse, Lease, StartResponse
+from .attempt_threads import AttemptThreads
+from .live import Backoff, LiveAttempt, LiveSet
+from .outcome import Handler, Report, run_handler, unknown_handler_report
+from .report_buffer import CallBatcher
 
 log = logging.getLogger("orbit_sdk.worker")
 
