@@ -9,7 +9,7 @@ platform.
     done = client.wait("shop", task.id, timeout=30)
 """
 
-from ._bulk import SubmissionResult
+from ._client.bulk import SubmissionResult
 from ._version import __version__
 from ._wire.calls import SubmitOptions
 from ._wire.transport import RetryPolicy

@@ -1,5 +1,5 @@
 """``Client`` and ``AsyncClient``: submit, inspect, list, cancel and wait for tasks over HTTP;
-schedules come from the ``_schedules`` mixins.
+schedules come from the ``_client.schedules`` mixins.
 
 Both build their requests with ``_wire.calls`` and send them through ``_wire.transport``, so
 retries, idempotency and error mapping are the same whichever one you use.
@@ -17,9 +17,9 @@ from typing import Self, Unpack
 
 import httpx
 
-from ._bulk import AsyncBulkMethods, BulkMethods
-from ._coalesce import DEFAULT_SUBMIT_LINGER, AsyncSubmitCoalescer, SubmitCoalescer
-from ._schedules import AsyncScheduleMethods, ScheduleMethods
+from ._client.bulk import AsyncBulkMethods, BulkMethods
+from ._client.coalesce import DEFAULT_SUBMIT_LINGER, AsyncSubmitCoalescer, SubmitCoalescer
+from ._client.schedules import AsyncScheduleMethods, ScheduleMethods
 from ._version import __version__
 from ._wire import calls
 from ._wire.calls import SubmitOptions

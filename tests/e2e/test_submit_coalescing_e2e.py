@@ -1,5 +1,5 @@
-"""Concurrent ``Client.submit`` calls sent together (``orbit_sdk._coalesce``) against the real
-server: each caller still gets its own task or its own typed error — what its submission alone
+"""Concurrent ``Client.submit`` calls sent together (``orbit_sdk._client.coalesce``) against the
+real server: each caller still gets its own task or its own typed error — what its submission alone
 would have answered —, a key names one task however many callers use it at once (invariant 6),
 each thread's tasks are accepted in the order it submitted them, and ``submit_linger=None``
 sends every submission by itself. The AsyncClient's tasks are coalesced the same way."""

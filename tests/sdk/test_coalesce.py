@@ -1,5 +1,5 @@
-"""Failure paths of coalesced submissions (``orbit_sdk._coalesce``), with faults injected in front
-of canned answers: a request failing as a whole is every caller's failure, as alone; a request
+"""Failure paths of coalesced submissions (``orbit_sdk._client.coalesce``), with faults injected in
+front of canned answers: a request failing as a whole is every caller's failure, as alone; a request
 refused for its body is sent again one submission at a time; a server without ``with_tasks``
 is spoken to one submission at a time from then on. (Their success paths run against the real
 server: tests/e2e/test_submit_coalescing_e2e.py.)"""
@@ -135,7 +135,7 @@ def test_a_negative_linger_is_refused_naming_the_option() -> None:
 def test_a_sender_waits_for_company_only_after_a_request_that_had_some() -> None:
     """A lone caller's submissions go at once (no linger); once a request carried several, the
     next sender waits up to the linger for the callers coming back."""
-    from orbit_sdk._coalesce import Gathering, Waiting
+    from orbit_sdk._client.coalesce import Gathering, Waiting
 
     gathering = Gathering(0.25)
     assert gathering.lingers() == 0.0

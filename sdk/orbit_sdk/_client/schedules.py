@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ._wire.calls import _ns, _rfc3339, _seg
-from ._wire.transport import AsyncTransport, Call, SyncTransport
-from .models import Schedule, SchedulePage, SchedulePreview
+from .._wire.calls import _ns, _rfc3339, _seg
+from .._wire.transport import AsyncTransport, Call, SyncTransport
+from ..models import Schedule, SchedulePage, SchedulePreview
 
 
 def schedule_body(

@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ._wire.calls import _ns, submission_body
-from ._wire.transport import AsyncTransport, Call, SyncTransport
-from .errors import OrbitError, error_for_problem
-from .models import Problem, WireModel
+from .._wire.calls import _ns, submission_body
+from .._wire.transport import AsyncTransport, Call, SyncTransport
+from ..errors import OrbitError, error_for_problem
+from ..models import Problem, WireModel
 
 MAX_BATCH = 1000
 MAX_REQUEST_BYTES = 768 * 1024

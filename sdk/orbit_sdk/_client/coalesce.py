@@ -30,11 +30,11 @@ from typing import Any
 
 import httpx
 
-from ._bulk import submit_many_call
-from ._wire import calls
-from ._wire.transport import Call
-from .errors import NotFound, PayloadTooLarge, ValidationFailed, error_for_problem
-from .models import Problem, Task
+from .._wire import calls
+from .._wire.transport import Call
+from ..errors import NotFound, PayloadTooLarge, ValidationFailed, error_for_problem
+from ..models import Problem, Task
+from .bulk import submit_many_call
 
 #: Seconds a sender waits for company once requests carry several (bench/submit_linger.py).
 DEFAULT_SUBMIT_LINGER = 0.001
