@@ -43,7 +43,7 @@ import httpx
 import sqlalchemy as sa
 
 from orbit_store import migrate
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schema import task_attempts, tasks
 

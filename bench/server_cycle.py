@@ -25,7 +25,7 @@ from batch_paths import _database  # the bench folder is the script's own (sys.p
 
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 
 DEFAULT_URL = "mysql://root@127.0.0.1:3306/orbit_bench_cycle"

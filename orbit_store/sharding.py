@@ -135,7 +135,7 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
     "orbit_store.weave.queries:live_counts": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
     "orbit_store.weave.inbox:backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
     "orbit_store.delivery.backlog:delivery_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
-    "orbit_store.credentials:live_credentials": CrossNamespaceRead(
+    "orbit_store.access.credentials:live_credentials": CrossNamespaceRead(
         ReadKind.LOOKUP,
         "a bearer token names no namespace: its hash finds the credentials that hold it "
         "(a lookup vindex on token_hash; the same token may belong to several namespaces)",

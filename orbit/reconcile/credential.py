@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from orbit_store.access.credentials import delete_credential, put_credential_token
 from orbit_store.clock import utc_now
-from orbit_store.credentials import delete_credential, put_credential_token
 from orbit_store.errors import Conflict
 from orbit_store.schema import credentials
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from orbit_store.credentials import list_credentials
+from orbit_store.access.credentials import list_credentials
 from orbit_store.pulse.limits.queues import list_queues
 from orbit_store.pulse.limits.quota_declarations import list_quotas
 from orbit_store.schedules.queries import declared_schedules

@@ -18,7 +18,7 @@ from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fi
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
 from orbit.api.routes import workers as routes_workers
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
 from orbit_store.pulse.submit.accept import SubmitRequest

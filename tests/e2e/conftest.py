@@ -21,7 +21,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 import sqlalchemy as sa
 
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 
 from . import hostile

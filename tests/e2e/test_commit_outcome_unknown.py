@@ -17,7 +17,7 @@ import pytest
 from chaos.mariadb_instance import InstanceUnavailable, MariaDBInstance, started_instance
 
 from orbit_store import migrate
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 
 from .conftest import Server, start_server, stop_server, wait_until

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 
 from .conftest import Server, Tenant, make_tenant

@@ -111,7 +111,7 @@ def current_server(database: tuple[str, sa.Engine], tmp_path: Path) -> Iterator[
 
 def submit_works(server: Server, engine: sa.Engine) -> bool:
     """The server still does real work on the schema: it accepts a task."""
-    from orbit_store.credentials import create_token
+    from orbit_store.access.credentials import create_token
     from orbit_store.db import run_transaction
 
     issued = run_transaction(

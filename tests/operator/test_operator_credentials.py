@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import ORBIT, Kube, orbit_resource, secret, wait_for
 
-from orbit_store.credentials import Role, authenticate, hash_api_token
+from orbit_store.access.credentials import Role, authenticate, hash_api_token
 from orbit_store.schema import credentials
 
 pytestmark = pytest.mark.slow

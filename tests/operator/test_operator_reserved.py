@@ -18,7 +18,7 @@ from conftest import ORBIT, Kube, orbit_resource, secret, wait_for
 from orbit_operator.adapter import reserved
 from orbit_operator.settings import OperatorConfig
 
-from orbit_store.credentials import authenticate, create_token
+from orbit_store.access.credentials import authenticate, create_token
 from orbit_store.db import run_transaction
 from orbit_store.fencing import SYSTEM_NAMESPACE
 from orbit_store.schema import credentials, queues

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from orbit.cli.main import app
 from orbit.reconcile.apply import apply_manifests
 from orbit.reconcile.manifests import ManifestError
-from orbit_store.credentials import authenticate
+from orbit_store.access.credentials import authenticate
 from orbit_store.schema import credentials, queues, quotas
 
 from .conftest import copy_examples

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from orbit_store.access.credentials import create_token, list_credentials, revoke_credential
 from orbit_store.audit import AuditQuery, correct_audit, list_audit
-from orbit_store.credentials import create_token, list_credentials, revoke_credential
 from orbit_store.delivery.model import Mode, SubscriptionSpec
 from orbit_store.delivery.pull import pull_events
 from orbit_store.delivery.redrive import redrive_parked

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from orbit_store.credentials import authenticate, create_token, put_credential_token
+from orbit_store.access.credentials import authenticate, create_token, put_credential_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict
 from orbit_store.pulse import service

@@ -27,7 +27,7 @@ from .chromium import CHROMIUM, FLAGS
 
 __all__ = ["mariadb_engine", "mariadb_url", "server"]  # fixtures, used by name
 
-from orbit_store.credentials import create_token
+from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy

@@ -16,7 +16,7 @@ from orbit.api.context import Ctx
 from orbit.api.routes.tasks import PROBLEMS
 from orbit.api.schemas import fencing as schemas
 from orbit.api.transport.auth import CurrentCredential, authorize
-from orbit_store.credentials import Credential, Role
+from orbit_store.access.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.fencing import SYSTEM_NAMESPACE, fence_history, fence_state, reopen_dispatch
 from orbit_store.restore_fence import restore_fence

@@ -16,8 +16,8 @@ from orbit.api.routes.tasks import PROBLEMS, _utc
 from orbit.api.schemas import results as schemas
 from orbit.api.transport.auth import CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
+from orbit_store.access.credentials import Role
 from orbit_store.audit import AuditEntry, AuditQuery, list_audit
-from orbit_store.credentials import Role
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 

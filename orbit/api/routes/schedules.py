@@ -17,8 +17,8 @@ from orbit.api.schemas import schedules as wire
 from orbit.api.transport import limits
 from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
+from orbit_store.access.credentials import Credential, Role
 from orbit_store.clock import db_now
-from orbit_store.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse.model import Safety
 from orbit_store.schedules import cron as crons

@@ -21,7 +21,7 @@ from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
 from orbit.engines.egress import EgressPolicy, EgressRefused, Unresolvable, pin
 from orbit.engines.webhooks import SecretDirectory, SecretUnavailable, event_document
-from orbit_store.credentials import Role
+from orbit_store.access.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.delivery import model
 from orbit_store.delivery.pull import ack_events, pull_events

@@ -18,7 +18,7 @@ from orbit.api.schemas import batches as schemas_batches
 from orbit.api.transport import limits
 from orbit.api.transport.auth import CurrentCredential, authorize
 from orbit.api.transport.problems import not_storable_extra, problem_body, store_status
-from orbit_store.credentials import Role
+from orbit_store.access.credentials import Role
 from orbit_store.pulse import service
 from orbit_store.pulse.model import WaitPath
 from orbit_store.pulse.submit.accept import SubmitRequest

@@ -17,7 +17,7 @@ from orbit.api.context import AppContext, Ctx
 from orbit.api.transport import limits
 from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
-from orbit_store.credentials import Role
+from orbit_store.access.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.pulse.manual.review import ReviewDecision, retry_task, review_task

@@ -24,7 +24,7 @@ from orbit.api.transport import limits
 from orbit.api.transport.auth import CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
 from orbit.api.unstorable_reports import Report, storable_report
-from orbit_store.credentials import Credential, Role
+from orbit_store.access.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.pulse import cycle, service
 from orbit_store.pulse.claim.claim import Claimant, claim_tasks, require_active_session

@@ -18,7 +18,7 @@ from orbit.api.schemas import workflows as wire
 from orbit.api.transport import limits
 from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
-from orbit_store.credentials import Role
+from orbit_store.access.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.weave import control, queries, service
 from orbit_store.weave.definitions import get_definition

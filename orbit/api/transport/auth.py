@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from fastapi import Depends, Header, Request
 
 from orbit.api.transport.problems import ApiProblem
-from orbit_store.credentials import Credential, Role, hash_api_token, live_credentials
+from orbit_store.access.credentials import Credential, Role, hash_api_token, live_credentials
 
 CACHE_SECONDS = 5.0
 

@@ -110,7 +110,7 @@ def grants(
 ) -> None:
     """Grant the application user least privilege: audit_log is INSERT/SELECT only."""
     from orbit.database import open_engine
-    from orbit_store.grants import apply_grants, create_user_statement, grant_statements
+    from orbit_store.access.grants import apply_grants, create_user_statement, grant_statements
 
     engine = open_engine(resolve_database_url(database_url), warn_durability=False)
     try:

@@ -1,7 +1,8 @@
 """The server's own database user, made by the migration hook (`orbit admin migrate
---runtime-database-url`): created when missing, granted least privilege (orbit_store/grants.py),
-then checked as that user — a user that can still UPDATE or DELETE audit rows fails the hook
-(seed §2: daily application rights cannot rewrite audit history; invariant 8)."""
+--runtime-database-url`): created when missing, granted least privilege
+(orbit_store/access/grants.py), then checked as that user — a user that can still UPDATE or
+DELETE audit rows fails the hook (seed §2: daily application rights cannot rewrite audit
+history; invariant 8)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def grant_runtime_user(engine: sa.Engine, runtime_url: str, host: str) -> str:
     """Create and grant the user of ``runtime_url`` through ``engine`` (the migration user's);
     what to report. Raises typer.Exit saying what to change."""
     from orbit.database import open_engine
-    from orbit_store.grants import (
+    from orbit_store.access.grants import (
         apply_grants,
         audit_rewrites_allowed,
         create_user_statement,

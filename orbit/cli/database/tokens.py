@@ -38,7 +38,7 @@ def create(
     actor: Actor = None,
 ) -> None:
     """Create a token; it is printed once and only its hash is stored (audited)."""
-    from orbit_store.credentials import create_token
+    from orbit_store.access.credentials import create_token
     from orbit_store.db import run_transaction
     from orbit_store.errors import StoreError
     from orbit_store.ids import new_id
@@ -81,7 +81,7 @@ def list_(
     local: LocalTime = False,
 ) -> None:
     """List tokens (never their secrets)."""
-    from orbit_store.credentials import list_credentials
+    from orbit_store.access.credentials import list_credentials
 
     engine = store_engine(database_url)
     try:
@@ -112,7 +112,7 @@ def revoke(
     actor: Actor = None,
 ) -> None:
     """Revoke a token (servers stop accepting it within seconds; audited)."""
-    from orbit_store.credentials import revoke_credential
+    from orbit_store.access.credentials import revoke_credential
     from orbit_store.db import run_transaction
     from orbit_store.errors import StoreError
 

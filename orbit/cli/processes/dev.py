@@ -34,7 +34,7 @@ def _say(text: str) -> None:
 
 def ensure_dev_token(engine: Any, namespace: str, token_file: Path) -> str:
     """Reuse the token saved beside the database, or create one with every role."""
-    from orbit_store.credentials import Role, authenticate, create_token
+    from orbit_store.access.credentials import Role, authenticate, create_token
     from orbit_store.db import run_transaction
     from orbit_store.ids import new_id
 

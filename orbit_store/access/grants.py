@@ -10,7 +10,7 @@ import re
 
 import sqlalchemy as sa
 
-from .schema import audit_log, metadata
+from ..schema import audit_log, metadata
 
 _USER = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.%:-]{1,255}$")

@@ -21,11 +21,11 @@ import sqlalchemy as sa
 
 from orbit_store.namespaces import ensure_namespace
 
-from .audit import record_audit
-from .clock import db_now
-from .errors import Conflict, InvalidRequest, NotFound
-from .ids import new_id, new_secret
-from .schema import credentials
+from ..audit import record_audit
+from ..clock import db_now
+from ..errors import Conflict, InvalidRequest, NotFound
+from ..ids import new_id, new_secret
+from ..schema import credentials
 
 TOKEN_PREFIX = "orb_"
 
