@@ -9,8 +9,8 @@ from sqlalchemy.engine import make_url
 
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
-from orbit_store.durability import check_durability
 from orbit_store.errors import SchemaOutOfDate
+from orbit_store.recovery.durability import check_durability
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS
 
 log = logging.getLogger("orbit.database")

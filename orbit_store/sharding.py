@@ -119,15 +119,15 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
         "the push subscriptions naming shared webhook secrets, for the sender's log when "
         "secrets must move to their namespaces' folders",
     ),
-    "orbit_store.restore_fence:_namespaces": CrossNamespaceRead(
+    "orbit_store.recovery.restore_fence:_namespaces": CrossNamespaceRead(
         ReadKind.SCATTER,
         "the restore fence lists every namespace with live sessions or leases, then fences "
         "each in a transaction of its own",
     ),
-    "orbit_store.restore_fence:_settled": CrossNamespaceRead(
+    "orbit_store.recovery.restore_fence:_settled": CrossNamespaceRead(
         ReadKind.SCATTER, "the restore fence's report: what became of every attempt it cut"
     ),
-    "orbit_store.verify:verify": CrossNamespaceRead(ReadKind.SCATTER, _ADMIN),
+    "orbit_store.recovery.verify:verify": CrossNamespaceRead(ReadKind.SCATTER, _ADMIN),
     "orbit_store.pulse.views.backlog:read_backlog": CrossNamespaceRead(ReadKind.SCATTER, _METRICS),
     "orbit_store.pulse.views.routing:unrunnable_counts": CrossNamespaceRead(
         ReadKind.SCATTER, _METRICS

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from own_mariadb import OwnMariaDB, available, start_own_mariadb
 
 from orbit.database import open_engine
-from orbit_store.durability import check_durability
+from orbit_store.recovery.durability import check_durability
 
 pytestmark = pytest.mark.mariadb_only
 

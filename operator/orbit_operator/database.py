@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from orbit.database import redacted, require_compatible_schema
 from orbit_store.db import create_store_engine, run_transaction
-from orbit_store.durability import check_durability
 from orbit_store.errors import CommitOutcomeUnknown, SchemaOutOfDate, TransientStoreError
+from orbit_store.recovery.durability import check_durability
 
 log = logging.getLogger("orbit.operator")
 

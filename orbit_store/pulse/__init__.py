@@ -54,7 +54,7 @@ Two rules make this hold in practice, beyond the order itself:
 The restore fence's row (``dispatch_fence``, ``orbit_store/fencing.py``) is read plainly by
 claims, starts, renewals and completions, never locked by them; only a fence or a reopen locks it,
 in a transaction that takes no other lock. A fence's per-namespace pass follows the order above:
-the sessions exclusively, then the attempts (``orbit_store/restore_fence.py``).
+the sessions exclusively, then the attempts (``orbit_store/recovery/restore_fence.py``).
 
 A transaction that changes several tasks (a queue cancelled on deletion) locks, before the
 first change, everything the changes will need, kind by kind in this order

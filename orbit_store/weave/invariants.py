@@ -1,5 +1,5 @@
-"""Weave's checks for ``orbit admin verify`` (``orbit_store.verify``): read-only queries that
-look for workflow states invariants 9-12 forbid. Each returns the ids it finds."""
+"""Weave's checks for ``orbit admin verify`` (``orbit_store.recovery.verify``): read-only queries
+that look for workflow states invariants 9-12 forbid. Each returns the ids it finds."""
 
 from __future__ import annotations
 

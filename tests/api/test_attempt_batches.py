@@ -11,7 +11,7 @@ from typing import Any
 
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.fencing import reopen_dispatch
-from orbit_store.restore_fence import restore_fence
+from orbit_store.recovery.restore_fence import restore_fence
 
 from .conftest import Api
 

@@ -29,8 +29,8 @@ import sqlalchemy as sa
 from orbit_sdk import Client, OrbitError
 from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import tasks, workflow_instances
-from orbit_store.verify import verify
 
 from .conftest import ORBIT, ROOT, free_port, wait_until
 

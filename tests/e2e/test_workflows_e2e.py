@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_sdk import Client, ValidationFailed
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import tasks
-from orbit_store.verify import verify
 
 from .conftest import ORBIT, ROOT, Server, make_tenant, wait_until
 

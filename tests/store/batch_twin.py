@@ -25,7 +25,7 @@ from orbit_store.pulse.model import (
     Safety,
     StartResult,
 )
-from orbit_store.restore_fence import restore_fence
+from orbit_store.recovery.restore_fence import restore_fence
 from orbit_store.schema import (
     concurrency_keys,
     concurrency_permits,

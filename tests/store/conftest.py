@@ -12,7 +12,7 @@ from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fi
 
 from orbit_store import migrate
 from orbit_store.db import create_store_engine
-from orbit_store.verify import verify
+from orbit_store.recovery.verify import verify
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver

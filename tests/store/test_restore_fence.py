@@ -15,9 +15,9 @@ from orbit_store import fencing
 from orbit_store.errors import Conflict, DispatchClosed, InvalidRequest
 from orbit_store.pulse import service
 from orbit_store.pulse.model import CompletionStatus, RenewStatus, Safety, StartRefusal
-from orbit_store.restore_fence import FenceReport, restore_fence
+from orbit_store.recovery.restore_fence import FenceReport, restore_fence
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import audit_log, server_replicas, worker_sessions
-from orbit_store.verify import verify
 
 from .pulse_driver import PulseDriver
 from .sent_statements import sent_statements

@@ -20,7 +20,7 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.model import CompletionStatus, StartRefusal
-from orbit_store.restore_fence import restore_fence
+from orbit_store.recovery.restore_fence import restore_fence
 
 from .pulse.workers.test_session_races import race
 from .pulse_driver import PulseDriver

@@ -15,8 +15,8 @@ from orbit_store import fencing
 from orbit_store.db import create_store_engine
 from orbit_store.errors import DispatchClosed
 from orbit_store.pulse.model import CompletionStatus, RenewStatus, Safety, StartRefusal
-from orbit_store.restore_fence import restore_fence
-from orbit_store.verify import verify
+from orbit_store.recovery.restore_fence import restore_fence
+from orbit_store.recovery.verify import verify
 
 from .pulse_driver import PulseDriver
 

@@ -19,7 +19,7 @@ from orbit.api.transport.auth import CurrentCredential, authorize
 from orbit_store.access.credentials import Credential, Role
 from orbit_store.db import run_transaction
 from orbit_store.fencing import SYSTEM_NAMESPACE, fence_history, fence_state, reopen_dispatch
-from orbit_store.restore_fence import restore_fence
+from orbit_store.recovery.restore_fence import restore_fence
 
 router = APIRouter(prefix="/v1/admin/restore-fence", tags=["admin"])
 

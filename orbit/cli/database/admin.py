@@ -152,7 +152,7 @@ def verify(
     ] = None,
 ) -> None:
     """Scan for violations of the invariants; print a JSON summary; exit 0 only when clean."""
-    from orbit_store.verify import verify as store_verify
+    from orbit_store.recovery.verify import verify as store_verify
 
     engine = store_engine(database_url)
     try:

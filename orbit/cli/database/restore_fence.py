@@ -18,7 +18,7 @@ from orbit.cli.output import LocalTime, Output, OutputFormat, document, instant,
 
 if TYPE_CHECKING:  # the store is imported inside the command: `orbit admin --help` stays light
     from orbit_store.fencing import FenceState, RestoreFence
-    from orbit_store.restore_fence import FenceReport
+    from orbit_store.recovery.restore_fence import FenceReport
 
 
 def restore_fence(
@@ -48,7 +48,7 @@ def restore_fence(
     from orbit_store.db import run_transaction
     from orbit_store.errors import StoreError
     from orbit_store.fencing import fence_history, fence_state, reopen_dispatch
-    from orbit_store.restore_fence import restore_fence as run_fence
+    from orbit_store.recovery.restore_fence import restore_fence as run_fence
 
     refuse_id(output, "orbit admin restore-fence")
     if status and reopen:

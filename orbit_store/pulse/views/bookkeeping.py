@@ -205,7 +205,7 @@ def _uncounted_under_quota(conn: sa.Connection, ns: str | None) -> list[str]:
 
 Check = Callable[[sa.Connection, str | None], list[str]]
 
-#: name → (invariant, description, check), merged into orbit_store.verify.CHECKS.
+#: name → (invariant, description, check), merged into orbit_store.recovery.verify.CHECKS.
 BOOKKEEPING_CHECKS: dict[str, tuple[str, str, Check]] = {
     "permit_held_off_the_claim_path": (
         "2",

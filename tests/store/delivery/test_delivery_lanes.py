@@ -19,7 +19,7 @@ from orbit.engines import deliveries
 from orbit.engines.egress import EgressPolicy
 from orbit.metrics.server import Metrics
 from orbit_store.delivery.model import PushResult
-from orbit_store.verify import verify
+from orbit_store.recovery.verify import verify
 
 from ..delivery_driver import DeliveryDriver
 from ..pulse_driver import PulseDriver

@@ -45,8 +45,8 @@ from orbit_store.pulse.manual.review import retry_task
 from orbit_store.pulse.model import Outcome, QueuePolicy, RetryPolicy
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.workers.sessions import register_session, revoke_session
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import task_attempts, tasks
-from orbit_store.verify import verify
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb_only]
 

@@ -48,8 +48,8 @@ from orbit_store.pulse.model import (
     StartRefusal,
 )
 from orbit_store.pulse.model import TaskState as S
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import task_attempts, task_events, tasks
-from orbit_store.verify import verify
 
 from ..pulse_driver import PulseDriver
 

@@ -8,8 +8,8 @@ import datetime as dt
 import sqlalchemy as sa
 
 from orbit_store.ids import new_id
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import schedules as schedules_table
-from orbit_store.verify import verify
 
 from ..pulse_driver import PulseDriver
 from ..schedule_driver import ScheduleDriver

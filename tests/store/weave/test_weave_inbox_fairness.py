@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from orbit_store.verify import verify
+from orbit_store.recovery.verify import verify
 from orbit_store.weave import service
 
 from ..weave_driver import WeaveDriver

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from orbit.metrics.workflows import workflow_gauges
 from orbit_store.clock import CLOCK_SKEW_OPTION
-from orbit_store.verify import verify
+from orbit_store.recovery.verify import verify
 from orbit_store.weave import queries, service
 
 from ..weave_driver import WeaveDriver, task_step

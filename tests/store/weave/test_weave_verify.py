@@ -7,8 +7,8 @@ import sqlalchemy as sa
 
 from orbit_store.pulse.model import Outcome
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import execution_gates, workflow_inbox, workflow_instances, workflow_steps
-from orbit_store.verify import verify
 
 from ..weave_driver import WeaveDriver, task_step
 

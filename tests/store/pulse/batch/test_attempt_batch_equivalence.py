@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from orbit_store.pulse import batches
-from orbit_store.verify import verify
+from orbit_store.recovery.verify import verify
 
 from ...batch_twin import Twin
 

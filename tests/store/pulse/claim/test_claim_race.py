@@ -46,8 +46,8 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.workers.sessions import register_session
+from orbit_store.recovery.verify import verify
 from orbit_store.schema import submission_keys, task_attempts, task_events, tasks
-from orbit_store.verify import verify
 
 TASKS = 2_000
 WORKERS = 4

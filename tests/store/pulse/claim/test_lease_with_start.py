@@ -16,7 +16,7 @@ import pytest
 from orbit_store.errors import Conflict, DispatchClosed
 from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.model import Safety
-from orbit_store.restore_fence import restore_fence
+from orbit_store.recovery.restore_fence import restore_fence
 
 from ...pulse_driver import PulseDriver
 

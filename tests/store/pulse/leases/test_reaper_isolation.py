@@ -24,7 +24,7 @@ from orbit_store.pulse import service
 from orbit_store.pulse.claim import promote as promotion
 from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.workers import sessions
-from orbit_store.verify import verify
+from orbit_store.recovery.verify import verify
 
 from ...pulse_driver import PulseDriver
 

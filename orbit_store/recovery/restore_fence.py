@@ -27,11 +27,11 @@ from orbit_store.pulse.model import AttemptOutcome
 from orbit_store.pulse.state.attempts import LIVE_ATTEMPT_STATES, cut_leases
 from orbit_store.pulse.workers.sessions import LIVE, end_session, lock_session
 
-from .audit import record_audit
-from .clock import db_now
-from .db import run_transaction
-from .fencing import RestoreFence, raise_fence
-from .schema import namespaces, task_attempts, tasks, worker_sessions
+from ..audit import record_audit
+from ..clock import db_now
+from ..db import run_transaction
+from ..fencing import RestoreFence, raise_fence
+from ..schema import namespaces, task_attempts, tasks, worker_sessions
 
 #: Reaper passes the procedure runs at most to settle the cut leases (each pass: up to 500).
 MAX_LAPSE_PASSES = 1_000

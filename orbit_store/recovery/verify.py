@@ -14,7 +14,7 @@ from orbit_store.pulse.views.bookkeeping import BOOKKEEPING_CHECKS
 from orbit_store.pulse.views.bookkeeping import ids as _ids
 from orbit_store.pulse.views.bookkeeping import scoped as _scoped
 
-from .schema import (
+from ..schema import (
     dispatch_fence,
     schedule_occurrences,
     schedules,
@@ -22,7 +22,7 @@ from .schema import (
     task_events,
     tasks,
 )
-from .weave.invariants import WORKFLOW_CHECKS
+from ..weave.invariants import WORKFLOW_CHECKS
 
 LIVE_ATTEMPT = ("LEASED", "RUNNING")
 EXAMPLES = 10
