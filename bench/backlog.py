@@ -28,13 +28,13 @@ import uuid
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from orbit_store import migrate
 from orbit_store.clock import db_now
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.workers.sessions import register_session
+from orbit_store.upgrade import migrate
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306/"
 QUEUE = "default"

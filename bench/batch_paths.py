@@ -24,7 +24,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse import batches, service
 from orbit_store.pulse.batch import items as batch_items
@@ -32,6 +31,7 @@ from orbit_store.pulse.claim.claim import claim_tasks
 from orbit_store.pulse.model import LeaseGrant, Outcome
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.workers.sessions import register_session
+from orbit_store.upgrade import migrate
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench_batches"
 

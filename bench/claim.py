@@ -31,7 +31,6 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.ids import new_id
 from orbit_store.pulse.claim.claim import claim_tasks
@@ -40,6 +39,7 @@ from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import Outcome, QueuePolicy
 from orbit_store.pulse.workers.sessions import register_session
+from orbit_store.upgrade import migrate
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench"
 QUEUE = "bench"

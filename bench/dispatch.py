@@ -42,10 +42,10 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from orbit_store import migrate
 from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schema import task_attempts, tasks
+from orbit_store.upgrade import migrate
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306/"
 ORBIT = str(Path(sys.executable).with_name("orbit"))

@@ -43,12 +43,12 @@ from bench import raw_schedules  # the repository root, added above
 from bench.e2e import cpu_seconds, mariadb_pid
 from bench.raw_sql import connect
 from orbit.engines.scheduler import WORKERS, scheduler_pass
-from orbit_store import migrate
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schedules.declare import create_schedule
 from orbit_store.schedules.fire_batch import BATCH
 from orbit_store.schedules.model import ScheduleSpec, TaskTemplate
 from orbit_store.schema import schedule_occurrences, schedules
+from orbit_store.upgrade import migrate
 
 SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 PER_NAMESPACE = 100

@@ -1,4 +1,5 @@
-"""Alembic environment for Orbit. Run through ``orbit admin migrate`` (or orbit_store.migrate)."""
+"""Alembic environment for Orbit. Run through ``orbit admin migrate`` (or
+orbit_store.upgrade.migrate)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 from alembic import context
 
-from orbit_store.compatibility import record_window
 from orbit_store.schema import metadata
+from orbit_store.upgrade.compatibility import record_window
 
 config = context.config
 

@@ -7,11 +7,11 @@ import logging
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
 from orbit_store.errors import SchemaOutOfDate
 from orbit_store.recovery.durability import check_durability
 from orbit_store.timeouts import IO_TIMEOUT_SECONDS
+from orbit_store.upgrade import migrate
 
 log = logging.getLogger("orbit.database")
 
@@ -45,7 +45,7 @@ def open_engine(
 
 def require_compatible_schema(engine: sa.Engine) -> None:
     """Refuse to run against a database older than this code, or newer and outside its
-    compatibility window (orbit_store.compatibility); a newer expand-only schema is fine."""
+    compatibility window (orbit_store.upgrade.compatibility); a newer expand-only schema is fine."""
     compatibility = migrate.compatibility(engine)
     if not compatibility.compatible:
         raise SchemaOutOfDate(compatibility.explain())

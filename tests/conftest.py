@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from stale_databases import drop_stale_databases, new_database_name, server_url
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
+from orbit_store.upgrade import migrate
 
 
 def _create_database() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orbit.reconcile.manifests import KIND_ORDER
-from orbit_store import migrate
+from orbit_store.upgrade import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted(

@@ -11,11 +11,11 @@ from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
 from orbit.cli.main import app
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
 from orbit_store.pulse.views.bookkeeping import BOOKKEEPING_CHECKS
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import metadata
+from orbit_store.upgrade import migrate
 
 runner = CliRunner()
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
+from orbit_store.upgrade import migrate
 
 pytestmark = pytest.mark.mariadb_only
 

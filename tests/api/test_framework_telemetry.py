@@ -24,7 +24,7 @@ PROBE = textwrap.dedent(
 
     from orbit.api.app import create_app
     from orbit.api.settings import ServerSettings
-    from orbit_store import migrate
+    from orbit_store.upgrade import migrate
     from orbit_store.db import create_store_engine
 
     class Recorder(trace.TracerProvider):

@@ -19,11 +19,11 @@ import httpx
 import sqlalchemy as sa
 from own_mariadb import free_port
 
-from orbit_store import migrate
 from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy
+from orbit_store.upgrade import migrate
 
 from . import ledger
 from .balancer import Balancer

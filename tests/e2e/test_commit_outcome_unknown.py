@@ -16,9 +16,9 @@ import httpx
 import pytest
 from chaos.mariadb_instance import InstanceUnavailable, MariaDBInstance, started_instance
 
-from orbit_store import migrate
 from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
+from orbit_store.upgrade import migrate
 
 from .conftest import Server, start_server, stop_server, wait_until
 

@@ -1,5 +1,6 @@
 """A rolling upgrade across a migration: the next release's migration runs while servers of the
-current release keep serving (the schema's compatibility window, orbit_store/compatibility.py).
+current release keep serving (the schema's compatibility window,
+orbit_store/upgrade/compatibility.py).
 
 The "next release" is this code plus migration files written here, applied through the real
 migration environment (migrations/env.py records the window after every step). The servers are
@@ -23,9 +24,9 @@ from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
 from orbit.cli.main import app
-from orbit_store import migrate
-from orbit_store.compatibility import Verdict, min_code_revision
 from orbit_store.db import create_store_engine
+from orbit_store.upgrade import migrate
+from orbit_store.upgrade.compatibility import Verdict, min_code_revision
 
 from .conftest import ORBIT, Server, free_port, is_ready, start_server, stop_server, wait_until
 

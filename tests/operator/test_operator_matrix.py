@@ -19,8 +19,8 @@ from conftest import ROOT, Kube, secret, wait_for
 
 from orbit.reconcile.apply import apply_manifests
 from orbit.reconcile.snapshot import declared_rows
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
+from orbit_store.upgrade import migrate
 
 pytestmark = pytest.mark.slow
 

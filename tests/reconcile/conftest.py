@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
+from orbit_store.upgrade import migrate
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 import sqlalchemy as sa
 from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fixtures)
 
-from orbit_store import migrate
 from orbit_store.db import create_store_engine
 from orbit_store.recovery.verify import verify
+from orbit_store.upgrade import migrate
 
 from .delivery_driver import DeliveryDriver
 from .pulse_driver import PulseDriver

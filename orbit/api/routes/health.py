@@ -12,7 +12,7 @@ from orbit import __version__
 from orbit.api.context import Ctx
 from orbit.api.routes.tasks import PROBLEMS
 from orbit.api.transport.problems import problem
-from orbit_store import migrate
+from orbit_store.upgrade import migrate
 
 router = APIRouter(tags=["health"])
 

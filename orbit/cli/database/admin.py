@@ -54,8 +54,8 @@ def migrate(
 ) -> None:
     """Upgrade the database schema to this version of Orbit (idempotent)."""
     from orbit.database import open_engine, redacted
-    from orbit_store import migrate as store_migrate
-    from orbit_store.compatibility import Verdict
+    from orbit_store.upgrade import migrate as store_migrate
+    from orbit_store.upgrade.compatibility import Verdict
 
     database_url = resolve_database_url(database_url)
     engine = open_engine(database_url, io_timeout=None)  # DDL on a large table takes long

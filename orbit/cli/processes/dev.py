@@ -122,7 +122,7 @@ def dev(
     from orbit.database import open_engine
     from orbit.reconcile.apply import apply_manifests
     from orbit.reconcile.manifests import ManifestError
-    from orbit_store import migrate
+    from orbit_store.upgrade import migrate
 
     sock = bind(host, port, "dev")  # first: a taken port is all the user needs to hear about
     db.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from orbit_store.compatibility import SchemaCompatibility, check
+from orbit_store.upgrade.compatibility import SchemaCompatibility, check
 
 
 @dataclass(frozen=True)
