@@ -16,17 +16,17 @@ from orbit.cli.lazy import LazyCommand, LazyGroup
 
 class OrbitGroup(LazyGroup):
     lazy_commands = {
-        "task": LazyCommand("orbit.cli.tasks:app"),
+        "task": LazyCommand("orbit.cli.client.tasks:app"),
         "worker": LazyCommand("orbit.cli.processes.worker:worker"),
         "dev": LazyCommand("orbit.cli.processes.dev:dev"),
         "server": LazyCommand("orbit.cli.processes.server:server"),
         "apply": LazyCommand("orbit.cli.apply:apply"),
         "operator": LazyCommand("orbit.cli.processes.operator:operator"),
         "admin": LazyCommand("orbit.cli.database.admin:app"),
-        "outbox": LazyCommand("orbit.cli.outbox:app"),
-        "subscription": LazyCommand("orbit.cli.subscriptions:app"),
-        "schedule": LazyCommand("orbit.cli.schedules:app"),
-        "workflow": LazyCommand("orbit.cli.workflows:app"),
+        "outbox": LazyCommand("orbit.cli.client.outbox:app"),
+        "subscription": LazyCommand("orbit.cli.client.subscriptions:app"),
+        "schedule": LazyCommand("orbit.cli.client.schedules:app"),
+        "workflow": LazyCommand("orbit.cli.client.workflows:app"),
         "context": LazyCommand("orbit.cli.context:app"),
     }
 

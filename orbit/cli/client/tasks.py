@@ -16,7 +16,10 @@ from typing import Annotated
 
 import typer
 
-from orbit.cli import paging, task_bulk
+from orbit.cli import paging
+from orbit.cli.client import task_bulk
+from orbit.cli.client.progress_view import ProgressWatch
+from orbit.cli.client.task_views import TASK_COLUMNS, describe_task, event_line
 from orbit.cli.exits import ExitCode, for_state
 from orbit.cli.inputs import read_json
 from orbit.cli.interrupt import CtrlC
@@ -30,9 +33,7 @@ from orbit.cli.output import (
     print_rows,
     refuse_id,
 )
-from orbit.cli.progress_view import ProgressWatch
 from orbit.cli.remote import Namespace, Reason, Remote, Server, Token, remote
-from orbit.cli.task_views import TASK_COLUMNS, describe_task, event_line
 from orbit_sdk import Task, TaskState, TimeoutExpired
 
 app = typer.Typer(

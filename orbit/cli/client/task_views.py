@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orbit.cli.client.progress_view import progress_text
 from orbit.cli.output import Column, cell, print_fields, print_section
-from orbit.cli.progress_view import progress_text
 from orbit_sdk import Task, TaskDetail, TaskEvent
 
 TASK_COLUMNS = [
