@@ -35,7 +35,6 @@ from orbit.api.transport import body_limit, limits, problems, request_ids
 from orbit.api.transport.auth import TokenCache
 from orbit.engines import (
     deliveries,
-    gauges,
     promoter,
     reaper,
     scheduler,
@@ -45,6 +44,7 @@ from orbit.engines import (
 from orbit.engines.egress import EgressPolicy
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.engines.loop import EngineLoop
+from orbit.metrics import gauges
 from orbit.metrics.server import Metrics
 from orbit_store import replicas
 from orbit_store.passes import ItemBackoff

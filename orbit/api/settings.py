@@ -30,7 +30,7 @@ class ServerSettings:
     #: (other processes and replicas, scheduler, Weave, backoff); 0 turns it off.
     wake_probe_interval: float = 0.075
     heartbeat_interval: float = 10.0
-    gauge_interval: float = 15.0  # backlog gauges on /metrics (orbit/engines/gauges.py)
+    gauge_interval: float = 15.0  # backlog gauges on /metrics (orbit/metrics/gauges.py)
     require_registered_pods: bool = False
     run_engines: bool = True  # every background loop (engine_loops and the gauge loop)
     run_gauges: bool = False  # only the gauge loop: an HTTP process of `orbit server --workers`

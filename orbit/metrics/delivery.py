@@ -1,4 +1,4 @@
-"""Delivery gauges (ORBIT.md §11), read from MySQL by the gauge loop (orbit/engines/gauges.py)
+"""Delivery gauges (ORBIT.md §11), read from MySQL by the gauge loop (orbit/metrics/gauges.py)
 every ``--gauge-interval`` and served from its cache: one series per subscription, 0 when it
 has nothing pending or parked."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from prometheus_client.core import Metric
 
-from orbit.engines.gauges import gauge
+from orbit.metrics.gauges import gauge
 from orbit_store.delivery.backlog import delivery_backlog
 
 LABELS = ["namespace", "subscription"]

@@ -1,4 +1,4 @@
-"""Restore-fence gauges, read from MySQL by the gauge loop (orbit/engines/gauges.py): whether a
+"""Restore-fence gauges, read from MySQL by the gauge loop (orbit/metrics/gauges.py): whether a
 restore fence keeps dispatch closed (alert OrbitDispatchFenced), and the current restore epoch."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from prometheus_client.core import Metric
 
-from orbit.engines.gauges import gauge
+from orbit.metrics.gauges import gauge
 from orbit_store.fencing import fence_state
 
 

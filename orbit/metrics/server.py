@@ -4,7 +4,7 @@ Each app gets its own registry; with several server processes per pod, /metrics 
 counters and histograms of all the pod's processes (orbit/metrics/processes.py). Every gauge
 derived from MySQL (queue depth by state and NEEDS_REVIEW, oldest waiting age, worker sessions,
 delivery and workflow backlogs) is computed by each replica's gauge loop and served from its
-cache (orbit/engines/gauges.py), so a scrape never queries the database; every replica reports
+cache (orbit/metrics/gauges.py), so a scrape never queries the database; every replica reports
 the same numbers. Counters and histograms count what this replica did. The catalogue of every
 metric is docs/operations/monitoring.md.
 """
@@ -19,10 +19,10 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from orbit.engines.gauges import LOOP as GAUGES_LOOP
-from orbit.engines.gauges import GaugeCache, backlog_gauges
 from orbit.metrics.delivery import delivery_gauges
 from orbit.metrics.fencing import fence_gauges
+from orbit.metrics.gauges import LOOP as GAUGES_LOOP
+from orbit.metrics.gauges import GaugeCache, backlog_gauges
 from orbit.metrics.processes import multiprocess
 from orbit.metrics.workflows import WorkflowMetrics, workflow_gauges
 from orbit_store.db import TRANSACTION_RETRIES, RetryCounter

@@ -1,6 +1,6 @@
 """Weave's Prometheus metrics (ORBIT.md §11). Counters are counted by whoever advanced a
 workflow (the API, the inbox consumer, the timer loop); the gauges are read from MySQL by the
-gauge loop (orbit/engines/gauges.py) every ``--gauge-interval`` and served from its cache. Label
+gauge loop (orbit/metrics/gauges.py) every ``--gauge-interval`` and served from its cache. Label
 values are bounded: namespaces and a few fixed states."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import Metric
 
-from orbit.engines.gauges import gauge
+from orbit.metrics.gauges import gauge
 from orbit_store.weave.inbox import backlog as inbox_backlog
 from orbit_store.weave.model import AdvanceReport
 from orbit_store.weave.queries import live_counts

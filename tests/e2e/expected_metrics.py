@@ -24,7 +24,7 @@ SERVER_METRICS: dict[str, tuple[str, ...]] = {
     "orbit_schedule_fire_lateness_seconds": ("namespace",),
     "orbit_batch_items": ("call",),
     "orbit_workflow_orchestration_lag_seconds": ("namespace",),
-    # gauges from MySQL, computed by the gauge loop (orbit/engines/gauges.py)
+    # gauges from MySQL, computed by the gauge loop (orbit/metrics/gauges.py)
     "orbit_queue_tasks": ("namespace", "queue", "state"),
     "orbit_queue_oldest_waiting_seconds": ("namespace", "queue"),
     "orbit_worker_sessions": ("namespace", "state"),

@@ -3,7 +3,7 @@ oldest due WAITING task per queue, and live worker sessions per namespace.
 
 A read-only snapshot over every namespace (no row is written or locked, so invariant "one
 namespace per transaction" — which is about writes — is not in play). It is a GROUP BY over the
-live tasks, so it runs once per interval in each server's gauge loop (orbit/engines/gauges.py),
+live tasks, so it runs once per interval in each server's gauge loop (orbit/metrics/gauges.py),
 never per scrape.
 """
 

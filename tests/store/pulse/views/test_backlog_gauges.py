@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
-from orbit.engines import gauges
-from orbit.engines.gauges import GaugeCache, GaugesUnavailable, backlog_gauges, gauge
+from orbit.metrics import gauges
+from orbit.metrics.gauges import GaugeCache, GaugesUnavailable, backlog_gauges, gauge
 from orbit.metrics.server import Metrics
 from orbit_store.pulse.views.backlog import read_backlog
 

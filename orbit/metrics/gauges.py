@@ -31,7 +31,7 @@ from orbit_store.passes import ItemPass
 from orbit_store.pulse.views.backlog import read_backlog
 from orbit_store.pulse.views.routing import unrunnable_counts
 
-log = logging.getLogger("orbit.engines.gauges")
+log = logging.getLogger("orbit.engines.gauges")  # the loop's logger, as named for users
 
 Reader = Callable[[sa.Connection], Iterable[Metric]]
 STALE_AFTER = 3  # intervals
