@@ -114,6 +114,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             lambda: scheduler.scheduler_pass(ctx.engine, ctx.metrics),
             ctx.settings.scheduler_interval,
             on_error,
+            next_wait=lambda report: report.next_due_in,  # wake for the next instant
         ),
         inbox_loop,
         EngineLoop(

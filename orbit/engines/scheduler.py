@@ -9,6 +9,8 @@ schedule claimed by another moves on. One schedule that fails (a stored time zon
 longer knows) is left out of its batch, logged naming it and counted in
 ``orbit_engine_item_errors_total{loop="scheduler"}``; a batch whose transaction fails as a whole
 is decided again one schedule at a time (``fire_next``), so one bad item never stops the others.
+A pass that has caught up reports how far off the next instant is (``next_due_in``): the loop
+wakes for that instant rather than polling past it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from orbit_store.passes import ItemPass
 from orbit_store.schedules.fire import fire_next
 from orbit_store.schedules.fire_batch import BATCH, fire_batch
 from orbit_store.schedules.model import FireStep, OccurrenceStatus
-from orbit_store.schedules.queries import find_due
+from orbit_store.schedules.queries import find_due, seconds_to_next_instant
 
 log = logging.getLogger("orbit.engines.scheduler")
 
@@ -49,6 +51,8 @@ WORKERS = 4
 class SchedulerReport:
     steps: list[FireStep] = field(default_factory=list)
     errors: int = 0
+    #: Seconds until the earliest instant still ahead, once the pass caught up (else None).
+    next_due_in: float | None = None
 
 
 @dataclass
@@ -90,6 +94,9 @@ def scheduler_pass(
             random.shuffle(batches)
             list(pool.map(lambda group: _fire_batches(state, *group), batches))
             if len(candidates) < limit:
+                state.report.next_due_in = run_transaction(
+                    engine, functools.partial(seconds_to_next_instant, namespace=namespace)
+                )
                 break
     state.report.errors = state.items.errors
     if metrics is not None:

@@ -62,6 +62,18 @@ def find_due(
     return [(r.namespace, r.id) for r in rows]
 
 
+def seconds_to_next_instant(conn: sa.Connection, *, namespace: str | None = None) -> float | None:
+    """Seconds from now (database time) to the earliest instant still ahead, None if none is:
+    the scheduler wakes for it instead of finding it up to a poll interval late. Instants
+    already due are left out, so one that cannot be decided never makes the loop spin."""
+    now = db_now(conn)
+    query = sa.select(sa.func.min(schedules.c.next_fire_at)).where(schedules.c.next_fire_at > now)
+    if namespace is not None:
+        query = query.where(schedules.c.namespace == namespace)
+    earliest = conn.execute(query).scalar_one_or_none()
+    return None if earliest is None else (earliest - now).total_seconds()
+
+
 def _occurrences(conn: sa.Connection, row: sa.Row[Any], limit: int) -> list[OccurrenceView]:
     if limit <= 0:
         return []

@@ -1,11 +1,14 @@
-"""The scheduler loop (orbit/engines/scheduler.py): per-item isolation and its metrics."""
+"""The scheduler loop (orbit/engines/scheduler.py): per-item isolation, its metrics, and the wait
+for the next instant."""
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 
+from orbit.engines.loop import EngineLoop
 from orbit.engines.scheduler import scheduler_pass
 from orbit.metrics.server import Metrics
 from orbit_store.schema import schedules as schedules_table
@@ -70,3 +73,55 @@ def test_fires_skips_and_misses_are_counted_with_the_lateness_of_fires(
     count = sample(metrics, "orbit_schedule_fire_lateness_seconds_count", namespace=ns)
     total = sample(metrics, "orbit_schedule_fire_lateness_seconds_sum", namespace=ns)
     assert count == 4 and 2 * 3 + 10 <= total < 2 * 3 + 10 + 5
+
+
+def test_a_pass_says_how_far_off_the_next_instant_is(schedules: ScheduleDriver) -> None:
+    schedules.travel(T - dt.timedelta(seconds=30))
+    schedules.create("soon")  # first instant: T
+    schedules.travel(T - dt.timedelta(seconds=10))
+
+    report = scheduler_pass(schedules.pulse.engine, namespace=schedules.namespace)
+
+    assert report.steps == []
+    assert report.next_due_in is not None and 9.0 < report.next_due_in <= 10.0
+
+
+def test_an_instant_that_cannot_be_decided_does_not_cut_the_wait(
+    schedules: ScheduleDriver,
+) -> None:
+    """A schedule left due (its time zone is gone) must not make the loop spin: the wait is
+    for the next instant still ahead."""
+    schedules.travel(T - dt.timedelta(seconds=30))
+    schedules.create("good")
+    broken = schedules.create("broken").schedule_id
+    schedules.pulse.tx(
+        lambda c: c.execute(
+            schedules_table.update()
+            .where(schedules_table.c.id == broken)
+            .values(time_zone="Gone/Away")
+        )
+    )
+    schedules.travel(T + dt.timedelta(seconds=2))
+
+    report = scheduler_pass(schedules.pulse.engine, namespace=schedules.namespace)
+
+    assert report.errors == 1, "the broken schedule is still due"
+    assert report.next_due_in is not None and 57.0 < report.next_due_in <= 58.0, "good: T+1min"
+
+
+def test_the_loop_runs_its_next_pass_when_the_pass_says_work_is_due() -> None:
+    ran = [threading.Event(), threading.Event()]
+    passes: list[int] = []
+
+    def run_pass() -> float:
+        passes.append(len(passes))
+        ran[min(len(passes), 2) - 1].set()
+        return 0.0  # the next instant is due now
+
+    loop = EngineLoop("scheduler", run_pass, interval=3600, next_wait=lambda due_in: due_in)
+    loop.start()
+    try:
+        assert ran[0].wait(30), "the first pass runs at start"
+        assert ran[1].wait(30), "the next runs for its instant, long before the hour"
+    finally:
+        loop.stop()
