@@ -51,6 +51,11 @@ OCCURRENCES = (
     "INSERT INTO raw_schedule_occurrences (id, schedule_id, namespace, scheduled_at, through_at, "
     "instants, recorded_at, schedule_version, status, reason, message, task_id) VALUES "
 )
+# Microseconds to the earliest instant still ahead: the process wakes for it, as Orbit's loop does.
+NEXT = (
+    f"SELECT TIMESTAMPDIFF(MICROSECOND, {NOW}, MIN(next_fire_at)) FROM raw_schedules "
+    f"WHERE next_fire_at > {NOW}"
+)
 # By primary key, as Orbit's own UPDATE: left to itself the optimizer may scan the table and wait
 # on every row the other processes hold.
 MOVE = (
@@ -59,12 +64,20 @@ MOVE = (
 )
 
 
-def make_tables(conn: Any, first_instant: dt.datetime) -> None:
-    """Scratch copies of the tables, and of every schedule, due at ``first_instant``."""
+def make_tables(conn: Any) -> None:
+    """Scratch copies of the tables and of every schedule, none due until :func:`fall_due`."""
     with conn.cursor() as cur:
         for table in TABLES:
             cur.execute(f"CREATE TABLE raw_{table} LIKE {table}")
         cur.execute("INSERT INTO raw_schedules SELECT * FROM schedules")
+        cur.execute("UPDATE raw_schedules SET next_fire_at = %s", (dt.datetime(2100, 1, 1),))
+    conn.commit()
+
+
+def fall_due(conn: Any, first_instant: dt.datetime) -> None:
+    """Every copied schedule's next instant is ``first_instant`` (the processes are already
+    polling: their start-up is not counted in the lateness)."""
+    with conn.cursor() as cur:
         cur.execute("UPDATE raw_schedules SET next_fire_at = %s", (first_instant,))
     conn.commit()
 
@@ -95,13 +108,22 @@ def _fire_batch(cur: Any, ids: list[str]) -> int:
     return len(due)
 
 
-def raw_scheduler(url: str, database: str, until: float, interval: float) -> tuple[int, float]:
-    """One raw scheduler process, as Orbit's loop works: a plain-read scan of the due schedules,
-    then batches of them (shuffled) claimed by primary key; sleeps ``interval`` when the scan
-    comes back short. Returns (instants fired, its own CPU seconds)."""
+def raw_process(url: str, database: str, interval: float, ready: Any, stop: Any, out: Any) -> None:
+    """A process's body: connect, say so on ``ready``, run :func:`raw_scheduler` until ``stop``
+    is set, put (instants fired, its CPU seconds) on ``out``."""
     conn = connect(url, database)
+    ready.put(time.time())
+    out.put(raw_scheduler(conn, stop, interval))
+    conn.close()
+
+
+def raw_scheduler(conn: Any, stop: Any, interval: float) -> tuple[int, float]:
+    """One raw scheduler process, as Orbit's loop works: a plain-read scan of the due schedules,
+    then batches of them (shuffled) claimed by primary key; when the scan comes back short, sleeps
+    until the next instant still ahead, ``interval`` at most. Returns (instants fired, its own
+    CPU seconds)."""
     cpu, fired = time.process_time(), 0
-    while time.time() < until:
+    while not stop.is_set():
         with conn.cursor() as cur:
             cur.execute(SCAN)
             due = [row[0] for row in cur.fetchall()]
@@ -111,8 +133,11 @@ def raw_scheduler(url: str, database: str, until: float, interval: float) -> tup
         for ids in batches:
             fired += _in_transaction(conn, ids)
         if len(due) < 1000:
-            time.sleep(interval)
-    conn.close()
+            with conn.cursor() as cur:
+                cur.execute(NEXT)
+                (due_in,) = cur.fetchone()
+            conn.commit()
+            stop.wait(interval if due_in is None else min(interval, due_in / 1e6))
     return fired, time.process_time() - cpu
 
 

@@ -1,60 +1,72 @@
-"""Scheduler throughput: many active every-minute schedules, fired by real scheduler passes.
+"""Scheduler spike, measured from outside: N every-minute schedules due in the same second, decided
+by one real `orbit server` process with its default settings.
 
-Creates N every-minute schedules (``create_schedule``, spread over namespaces) in a database of
-its own, then runs R scheduler processes — each the server's own loop body
-(``orbit.engines.scheduler.scheduler_pass``, its default batch size and threads) every
-``--interval`` seconds (the server's default), like R ``orbit server`` replicas — for M minutes of
-wall-clock time. Every instant is due at the same second for all N schedules, the worst case.
-Then, in the same run, the same work in plain SQL (``bench/raw_schedules.py``: copies of the same
-schedules, ``--raw-processes`` processes) for the same M minutes. Reports for both, from the
-occurrence rows and the processes' own accounting:
+In a database of its own (migrated), the bench starts ``orbit server`` as a user runs it (a
+``mysql://`` URL: the C driver where it is installed; ``ORBIT_DATABASE_URL``, nothing else set),
+then declares N every-minute schedules (``* * * * *``, UTC, no start time, spread over namespaces
+of 100) through the store's create path, the one the API's ``POST …/schedules`` calls (one
+transaction per namespace: the API's 10,000 requests would measure the HTTP layer instead). Each
+schedule's first instant is the minute boundary after its creation, so once the declaration is
+done the next boundary (at least 10 s away) has all N due in the same second: the worst case.
+The server decides M such boundaries; the bench reads the outcome from the rows:
 
-- fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences): p50, p99, max;
-- scheduler CPU per decision (user+system time of the scheduler processes / instants decided) and,
-  when it can be read from /proc, the database server's CPU per decision over the same window (all
-  of mariadbd's CPU: on a shared server it includes everyone else's queries);
-- anything not FIRED (nothing, while the replicas keep up: no quota, Allow, default queue);
-- the plan MariaDB chooses for the scheduler's scan over the N schedules (``ix_schedules_due``).
+- fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences, database time): p50, p99,
+  max; anything not FIRED (MISSED or SKIPPED: nothing, while the server keeps up);
+- the server's CPU (the whole process: every loop) and MariaDB's (all of mariadbd, other users'
+  queries included on a shared machine) per decided instant, from /proc, between 2 s before the
+  first boundary and the moment the last measured instant is decided;
+- the plan MariaDB chooses for the scheduler's scan (``ix_schedules_due``).
 
-Usage: ``.venv/bin/python bench/schedules.py [--schedules 10000] [--minutes 3] [--replicas 1]``
-(``--quick``: 1,000 schedules for 1 minute; ``--no-raw``: Orbit only). The database is dropped
-afterwards.
+Then, with the server stopped, the same work in plain SQL in the same run
+(``bench/raw_schedules.py``: copies of the same schedules, ``--raw-processes`` processes,
+started and connected before their first boundary is set, so their start-up is not counted),
+measured the same way.
+
+``--profile`` runs the server under ``bench/profiled_server.py`` (a wall-clock sampler of the
+scheduler's threads; its summary is printed). Usage:
+``.venv/bin/python bench/schedules.py [--schedules 2000] [--minutes 2] [--no-raw] [--profile]``.
+The database is dropped afterwards (``--keep`` keeps it and the server's log).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
-import logging
 import multiprocessing
 import os
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
+import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import raw_schedules  # the repository root, added above
-from bench.e2e import cpu_seconds, mariadb_pid
+from bench.e2e import ORBIT, ROOT, cpu_seconds, free_port, mariadb_pid
 from bench.raw_sql import connect
-from orbit.engines.scheduler import WORKERS, scheduler_pass
+from orbit.engines.scheduler import WORKERS
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schedules.declare import create_schedule
-from orbit_store.schedules.fire_batch import BATCH
 from orbit_store.schedules.model import ScheduleSpec, TaskTemplate
-from orbit_store.schema import schedule_occurrences, schedules
+from orbit_store.schema import schedule_occurrences
 from orbit_store.upgrade import migrate
 
 SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 PER_NAMESPACE = 100
+PROFILER = Path(__file__).resolve().with_name("profiled_server.py")
 SCAN_EXPLAIN = (
     "EXPLAIN SELECT namespace, id FROM schedules WHERE next_fire_at <= UTC_TIMESTAMP(6) "
-    "ORDER BY next_fire_at LIMIT 500"
+    "ORDER BY next_fire_at LIMIT 1000"
 )
 
 
@@ -75,56 +87,21 @@ def drop_database(url: str) -> None:
 
 
 def declare_schedules(engine: sa.Engine, count: int) -> None:
-    """``count`` every-minute schedules, ``PER_NAMESPACE`` per namespace (one tx each), starting
-    tomorrow: nothing comes due while they are being declared."""
-    tomorrow = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=1)
+    """``count`` every-minute schedules, ``PER_NAMESPACE`` per namespace (one tx each)."""
     for first in range(0, count, PER_NAMESPACE):
         namespace = f"bench-{first // PER_NAMESPACE:04d}"
 
         def work(conn: sa.Connection, first: int = first, namespace: str = namespace) -> None:
             for i in range(first, min(first + PER_NAMESPACE, count)):
                 spec = ScheduleSpec(
-                    name=f"s{i:05d}",
-                    cron="* * * * *",
-                    task=TaskTemplate(handler="bench.tick"),
-                    start_at=tomorrow,
+                    name=f"s{i:05d}", cron="* * * * *", task=TaskTemplate(handler="bench.tick")
                 )
                 create_schedule(conn, namespace, spec, actor="bench")
 
         run_transaction(engine, work)
 
 
-def replica(url: str, until: float, out: multiprocessing.Queue, args: argparse.Namespace) -> None:  # type: ignore[type-arg]
-    """One Orbit scheduler replica: passes every ``interval`` s until ``until`` (wall clock)."""
-    logging.disable(logging.WARNING)  # per-fire INFO lines are not what is measured
-    engine = create_store_engine(url)  # the server's own pool
-    fires = errors = 0
-    cpu = time.process_time()
-    interval = args.interval
-    while time.time() < until:
-        report = scheduler_pass(engine, batch=args.batch, workers=args.workers)
-        fires += len(report.steps)
-        errors += report.errors
-        time.sleep(interval)
-    out.put((fires, errors, time.process_time() - cpu))
-    engine.dispose()
-
-
-def raw_replica(
-    url: str, until: float, out: multiprocessing.Queue, args: argparse.Namespace
-) -> None:  # type: ignore[type-arg]
-    """One plain-SQL scheduler process (``bench/raw_schedules.py``)."""
-    fires, cpu = raw_schedules.raw_scheduler(url, make_url(url).database, until, args.interval)
-    out.put((fires, 0, cpu))
-
-
-def mariadb_cpu_seconds() -> float | None:
-    """user+system CPU of the local mariadbd/mysqld, from /proc (None if not found)."""
-    pid = mariadb_pid()
-    return None if pid is None else cpu_seconds(pid)
-
-
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: int) -> float:
     return (
         statistics.quantiles(values, n=100, method="inclusive")[q - 1]
         if len(values) > 1
@@ -132,96 +109,61 @@ def percentile(values: list[float], q: float) -> float:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--server-url", default=os.environ.get("ORBIT_BENCH_SERVER_URL", SERVER_URL)
-    )
-    parser.add_argument("--schedules", type=int, default=10_000)
-    parser.add_argument("--minutes", type=int, default=3)
-    parser.add_argument("--replicas", type=int, default=1, help="Orbit scheduler replicas")
-    parser.add_argument("--raw-processes", type=int, default=WORKERS)
-    parser.add_argument("--no-raw", action="store_true", help="measure Orbit only")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")
-    parser.add_argument("--batch", type=int, default=BATCH, help="schedules per transaction")
-    parser.add_argument("--workers", type=int, default=WORKERS, help="batches at once")
-    parser.add_argument("--quick", action="store_true", help="1,000 schedules for 1 minute")
-    args = parser.parse_args()
-    if args.quick:
-        args.schedules, args.minutes = 1_000, 1
-
-    url = create_database(args.server_url)
-    engine = create_store_engine(url)
-    try:
-        migrate.upgrade(engine)
-        started = time.time()
-        declare_schedules(engine, args.schedules)
-        print(f"declared {args.schedules} every-minute schedules in {time.time() - started:.1f}s")
-        print("the machine is shared: other engineers' work runs beside this measurement")
-        begin = next_minute()
-        first_instant = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
-        with engine.begin() as conn:
-            conn.execute(schedules.update().values(next_fire_at=first_instant, start_at=None))
-        run = measure(replica, url, args, begin, args.replicas)
-        report(engine, args, "Orbit", begin, *run, table=schedule_occurrences)
-        if not args.no_raw:
-            begin = next_minute()
-            raw = connect(url, make_url(url).database)
-            first_instant = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
-            raw_schedules.make_tables(raw, first_instant)
-            raw.close()
-            run = measure(raw_replica, url, args, begin, args.raw_processes)
-            raw_table = sa.Table("raw_schedule_occurrences", sa.MetaData(), autoload_with=engine)
-            report(engine, args, "raw SQL", begin, *run, table=raw_table)
-        with engine.connect() as conn:
-            plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
-        print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")
-    finally:
-        engine.dispose()
-        drop_database(url)
-
-
-def next_minute() -> float:
-    """The next minute boundary at least 15 s away: every schedule's first instant (the worst
-    case: all due in the same second)."""
-    now = time.time() + 15
+def next_minute(lead: float) -> float:
+    """The first minute boundary at least ``lead`` seconds away."""
+    now = time.time() + lead
     return now - now % 60 + 60
 
 
-def measure(
-    target: object, url: str, args: argparse.Namespace, begin: float, processes: int
-) -> tuple[list[tuple[int, int, float]], float | None]:
-    """Run ``processes`` of ``target`` over M whole minutes of instants from ``begin``; their
-    (fires, errors, CPU) and the database server's CPU meanwhile."""
-    until = begin + 60 * args.minutes - 1
-    time.sleep(max(begin - 2 - time.time(), 0))
-    db_cpu = mariadb_cpu_seconds()
-    ctx = multiprocessing.get_context("spawn")
-    results: multiprocessing.Queue = ctx.Queue()  # type: ignore[type-arg]
-    procs = [
-        ctx.Process(target=target, args=(url, until + 30, results, args))  # type: ignore[arg-type]
-        for _ in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    outcomes = [results.get() for _ in procs]
-    for p in procs:
-        p.join()
-    return outcomes, None if db_cpu is None else (mariadb_cpu_seconds() or 0.0) - db_cpu
+def at(moment: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(moment, dt.UTC).replace(tzinfo=None)
+
+
+class Window:
+    """CPU of the given processes and of MariaDB, and the load average, over a window."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids, self.db = pids, mariadb_pid()
+        self.cpu = [cpu_seconds(p) for p in pids]
+        self.db_cpu = cpu_seconds(self.db) if self.db else float("nan")
+        self.load = os.getloadavg()[0]
+
+    def close(self) -> tuple[float, float, str]:
+        cpu = sum(cpu_seconds(p) - c for p, c in zip(self.pids, self.cpu, strict=True))
+        db = cpu_seconds(self.db) - self.db_cpu if self.db else float("nan")
+        return cpu, db, f"load {self.load:.1f} → {os.getloadavg()[0]:.1f}"
+
+
+def wait_decided(
+    engine: sa.Engine,
+    table: sa.Table,
+    first: dt.datetime,
+    last: dt.datetime,
+    expected: int,
+    deadline: float,
+) -> None:
+    """Until ``expected`` instants in [first, last] are decided (or the deadline passes)."""
+    query = sa.select(sa.func.coalesce(sa.func.sum(table.c.instants), 0)).where(
+        table.c.scheduled_at >= first, table.c.scheduled_at <= last
+    )
+    while time.time() < deadline:
+        with engine.connect() as conn:
+            if int(conn.execute(query).scalar_one()) >= expected:
+                return
+        time.sleep(0.5)
 
 
 def report(
     engine: sa.Engine,
-    args: argparse.Namespace,
     label: str,
-    begin: float,
-    outcomes: list[tuple[int, int, float]],
-    db_cpu: float | None,
-    *,
     table: sa.Table,
+    first: dt.datetime,
+    minutes: int,
+    expected: int,
+    cpu: tuple[float, float, str],
+    cpu_label: str,
 ) -> None:
-    first = dt.datetime.fromtimestamp(begin, dt.UTC).replace(tzinfo=None)
-    last = first + dt.timedelta(minutes=args.minutes - 1)
+    last = first + dt.timedelta(minutes=minutes - 1)
     with engine.connect() as conn:
         rows = conn.execute(
             sa.select(
@@ -230,27 +172,155 @@ def report(
         ).all()
     fired = [r for r in rows if r.status == "FIRED"]
     lateness = sorted((r.recorded_at - r.scheduled_at).total_seconds() for r in fired)
-    fires = sum(o[0] for o in outcomes)
-    cpu = sum(o[2] for o in outcomes)
-    expected = args.schedules * args.minutes
-    print(
-        f"--- {label}: {len(outcomes)} processes, pass interval {args.interval:g}s, "
-        f"batch {args.batch}, {args.workers} batches at once per Orbit replica"
-    )
-    missed = sum(r.instants for r in rows if r.status != "FIRED")
+    decided = sum(r.instants for r in rows)
+    print(f"--- {label} ({cpu[2]})")
     print(
         f"instants {first:%H:%M}..{last:%H:%M}Z: {len(fired)} fired of {expected}, "
-        f"{missed} missed or skipped, {sum(o[1] for o in outcomes)} loop errors"
+        f"{decided - len(fired)} missed or skipped, {expected - decided} undecided"
     )
     if lateness:
         p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
-        print(f"fire lateness: p50 {p50:.2f}s  p99 {p99:.2f}s  max {lateness[-1]:.2f}s")
+        print(
+            f"fire lateness: min {lateness[0]:.2f}s  p50 {p50:.2f}s  p99 {p99:.2f}s  "
+            f"max {lateness[-1]:.2f}s"
+        )
+    each = max(decided, 1)
     print(
-        f"scheduler CPU: {cpu:.1f}s for {fires} decisions (fired, skipped or missed) = "
-        f"{1000 * cpu / max(fires, 1):.2f} ms each"
+        f"{cpu_label} CPU {cpu[0]:.1f}s = {1000 * cpu[0] / each:.2f} ms per decided instant; "
+        f"database CPU {cpu[1]:.1f}s = {1000 * cpu[1] / each:.2f} ms"
     )
-    if db_cpu is not None:
-        print(f"database CPU: {db_cpu:.1f}s = {1000 * db_cpu / max(fires, 1):.2f} ms per decision")
+
+
+def start_server(url: str, log: Path, profile: bool) -> subprocess.Popen[bytes]:
+    """`orbit server` with its defaults on a free port (under the sampler with ``profile``),
+    once ready."""
+    port = free_port()
+    command = [sys.executable, str(PROFILER)] if profile else [ORBIT]
+    env = {**os.environ, "ORBIT_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+    env["ORBIT_BENCH_PROFILE_OUT"] = str(log.with_suffix(".profile"))
+    with log.open("ab") as out:  # own session: Ctrl-C reaches only the bench
+        proc = subprocess.Popen(
+            [*command, "server", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"orbit server exited with {proc.returncode}; see {log}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return proc
+        time.sleep(0.1)
+    raise RuntimeError("orbit server not ready after 60s")
+
+
+def orbit_cell(engine: sa.Engine, url: str, args: argparse.Namespace, logs: Path) -> None:
+    server_url = make_url(url).set(drivername="mysql").render_as_string(hide_password=False)
+    log = logs / "server.log"
+    proc = start_server(server_url, log, args.profile)
+    try:
+        started = time.time()
+        declare_schedules(engine, args.schedules)
+        print(f"declared {args.schedules} every-minute schedules in {time.time() - started:.1f}s")
+        begin = next_minute(10)
+        time.sleep(max(begin - 2 - time.time(), 0))
+        window = Window([proc.pid])
+        first = at(begin)
+        last = first + dt.timedelta(minutes=args.minutes - 1)
+        expected = args.schedules * args.minutes
+        deadline = begin + 60 * args.minutes + 60
+        wait_decided(engine, schedule_occurrences, first, last, expected, deadline)
+        cpu = window.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    label = "Orbit: one `orbit server`, defaults"
+    report(engine, label, schedule_occurrences, first, args.minutes, expected, cpu, "server")
+    if args.profile:
+        print("--- the server's scheduler threads, wall-clock samples (bench/profiled_server.py)")
+        print(log.with_suffix(".profile").read_text())
+
+
+def raw_cell(engine: sa.Engine, url: str, args: argparse.Namespace) -> None:
+    database = make_url(url).database
+    raw = connect(url, database)
+    raw_schedules.make_tables(raw)
+    ctx = multiprocessing.get_context("spawn")
+    ready, out, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [
+        ctx.Process(target=raw_schedules.raw_process, args=(url, database, 1.0, ready, stop, out))
+        for _ in range(args.raw_processes)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get()
+    begin = next_minute(10)  # set once every process polls: their start-up is not counted
+    first = at(begin)
+    raw_schedules.fall_due(raw, first)
+    raw.close()
+    time.sleep(max(begin - 2 - time.time(), 0))
+    window = Window([p.pid for p in procs if p.pid is not None])
+    table = sa.Table("raw_schedule_occurrences", sa.MetaData(), autoload_with=engine)
+    last = first + dt.timedelta(minutes=args.minutes - 1)
+    expected = args.schedules * args.minutes
+    wait_decided(engine, table, first, last, expected, begin + 60 * args.minutes + 60)
+    cpu = window.close()
+    stop.set()
+    for _ in procs:
+        out.get()
+    for p in procs:
+        p.join()
+    report(
+        engine,
+        f"plain SQL: {args.raw_processes} processes, same run",
+        table,
+        first,
+        args.minutes,
+        expected,
+        cpu,
+        "processes'",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--server-url", default=os.environ.get("ORBIT_BENCH_SERVER_URL", SERVER_URL))
+    add("--schedules", type=int, default=2_000)
+    add("--minutes", type=int, default=2, help="boundaries measured")
+    add("--raw-processes", type=int, default=WORKERS)
+    add("--no-raw", action="store_true", help="measure Orbit only")
+    add("--profile", action="store_true", help="sample the server's scheduler threads")
+    add("--keep", action="store_true", help="keep the database and the server's log")
+    args = parser.parse_args()
+
+    url = create_database(args.server_url)
+    engine = create_store_engine(url)
+    logs = Path(tempfile.mkdtemp(prefix="orbit-bench-sched-"))
+    print("the machine is shared: other engineers' work runs beside this measurement")
+    try:
+        migrate.upgrade(engine)
+        orbit_cell(engine, url, args, logs)
+        if not args.no_raw:
+            raw_cell(engine, url, args)
+        with engine.connect() as conn:
+            plan = conn.exec_driver_sql(SCAN_EXPLAIN).mappings().one()
+        print(f"scan plan: key={plan['key']} type={plan['type']} rows={plan['rows']}")
+    finally:
+        engine.dispose()
+        if args.keep:
+            print(f"kept database {make_url(url).database} and {logs}")
+        else:
+            drop_database(url)
+            shutil.rmtree(logs, ignore_errors=True)
 
 
 if __name__ == "__main__":
