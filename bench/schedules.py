@@ -13,8 +13,8 @@ The server decides M such boundaries; the bench reads the outcome from the rows:
 - fire lateness (``recorded_at - scheduled_at`` of FIRED occurrences, database time): p50, p99,
   max; anything not FIRED (MISSED or SKIPPED: nothing, while the server keeps up);
 - the server's CPU (the whole process: every loop) and MariaDB's (all of mariadbd, other users'
-  queries included on a shared machine) per decided instant, from /proc, between 2 s before the
-  first boundary and the moment the last measured instant is decided;
+  queries included on a shared machine) per decided instant, from /proc, summed over each
+  boundary's window: from 2 s before it until its last instant is decided;
 - the plan MariaDB chooses for the scheduler's scan (``ix_schedules_due``).
 
 Then, with the server stopped, the same work in plain SQL in the same run
@@ -119,38 +119,32 @@ def at(moment: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(moment, dt.UTC).replace(tzinfo=None)
 
 
-class Window:
-    """CPU of the given processes and of MariaDB, and the load average, over a window."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids, self.db = pids, mariadb_pid()
-        self.cpu = [cpu_seconds(p) for p in pids]
-        self.db_cpu = cpu_seconds(self.db) if self.db else float("nan")
-        self.load = os.getloadavg()[0]
-
-    def close(self) -> tuple[float, float, str]:
-        cpu = sum(cpu_seconds(p) - c for p, c in zip(self.pids, self.cpu, strict=True))
-        db = cpu_seconds(self.db) - self.db_cpu if self.db else float("nan")
-        return cpu, db, f"load {self.load:.1f} → {os.getloadavg()[0]:.1f}"
-
-
-def wait_decided(
-    engine: sa.Engine,
-    table: sa.Table,
-    first: dt.datetime,
-    last: dt.datetime,
-    expected: int,
-    deadline: float,
-) -> None:
-    """Until ``expected`` instants in [first, last] are decided (or the deadline passes)."""
-    query = sa.select(sa.func.coalesce(sa.func.sum(table.c.instants), 0)).where(
-        table.c.scheduled_at >= first, table.c.scheduled_at <= last
-    )
-    while time.time() < deadline:
-        with engine.connect() as conn:
-            if int(conn.execute(query).scalar_one()) >= expected:
-                return
-        time.sleep(0.5)
+def boundaries(
+    engine: sa.Engine, table: sa.Table, begin: float, minutes: int, per_minute: int, pids: list[int]
+) -> tuple[float, float, str]:
+    """Watch ``minutes`` boundaries from ``begin``: each from 2 s before it until its
+    ``per_minute`` instants are decided (or a minute later). The processes' and MariaDB's CPU
+    summed over those windows only (the idle time between boundaries is not counted), and the
+    load average at the first and the last."""
+    db_pid, cpu, db, loads = mariadb_pid(), 0.0, 0.0, []
+    query = sa.select(sa.func.coalesce(sa.func.sum(table.c.instants), 0))
+    for minute in range(minutes):
+        boundary = begin + 60 * minute
+        time.sleep(max(boundary - 2 - time.time(), 0))
+        loads.append(os.getloadavg()[0])
+        before = [cpu_seconds(p) for p in [*pids, *([db_pid] if db_pid else [])]]
+        instant = at(boundary)
+        decided = query.where(table.c.scheduled_at == instant)
+        while time.time() < boundary + 60:
+            with engine.connect() as conn:
+                if int(conn.execute(decided).scalar_one()) >= per_minute:
+                    break
+            time.sleep(0.2)
+        after = [cpu_seconds(p) for p in [*pids, *([db_pid] if db_pid else [])]]
+        cpu += sum(a - b for a, b in zip(after[: len(pids)], before[: len(pids)], strict=True))
+        db += sum(after[len(pids) :]) - sum(before[len(pids) :]) if db_pid else float("nan")
+        loads.append(os.getloadavg()[0])
+    return cpu, db, f"load {loads[0]:.1f} → {loads[-1]:.1f}"
 
 
 def report(
@@ -226,14 +220,10 @@ def orbit_cell(engine: sa.Engine, url: str, args: argparse.Namespace, logs: Path
         declare_schedules(engine, args.schedules)
         print(f"declared {args.schedules} every-minute schedules in {time.time() - started:.1f}s")
         begin = next_minute(10)
-        time.sleep(max(begin - 2 - time.time(), 0))
-        window = Window([proc.pid])
-        first = at(begin)
-        last = first + dt.timedelta(minutes=args.minutes - 1)
-        expected = args.schedules * args.minutes
-        deadline = begin + 60 * args.minutes + 60
-        wait_decided(engine, schedule_occurrences, first, last, expected, deadline)
-        cpu = window.close()
+        first, expected = at(begin), args.schedules * args.minutes
+        cpu = boundaries(
+            engine, schedule_occurrences, begin, args.minutes, args.schedules, [proc.pid]
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -266,13 +256,10 @@ def raw_cell(engine: sa.Engine, url: str, args: argparse.Namespace) -> None:
     first = at(begin)
     raw_schedules.fall_due(raw, first)
     raw.close()
-    time.sleep(max(begin - 2 - time.time(), 0))
-    window = Window([p.pid for p in procs if p.pid is not None])
     table = sa.Table("raw_schedule_occurrences", sa.MetaData(), autoload_with=engine)
-    last = first + dt.timedelta(minutes=args.minutes - 1)
+    pids = [p.pid for p in procs if p.pid is not None]
+    cpu = boundaries(engine, table, begin, args.minutes, args.schedules, pids)
     expected = args.schedules * args.minutes
-    wait_decided(engine, table, first, last, expected, begin + 60 * args.minutes + 60)
-    cpu = window.close()
     stop.set()
     for _ in procs:
         out.get()

@@ -38,7 +38,7 @@ log = logging.getLogger("orbit.engines.scheduler")
 LOOP = "scheduler"
 
 #: Schedules read per scan (the oldest due first); a pass scans again while pages come back full.
-SCAN_LIMIT = 1000
+SCAN_LIMIT = 5000
 #: Scans per pass at most, so a pass ends even if schedules keep coming due faster than it fires.
 SCANS_PER_PASS = 20
 #: Decisions per schedule per pass: enough for a catch-up, bounded so one schedule cannot hog it.
