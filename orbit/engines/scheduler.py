@@ -87,15 +87,16 @@ def scheduler_pass(
     threads = 1 if is_sqlite(engine) else workers
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="orbit-scheduler") as pool:
         for _ in range(SCANS_PER_PASS):
-            candidates = run_transaction(
+            scan = run_transaction(
                 engine, functools.partial(find_due, limit=limit, namespace=namespace)
             )
-            batches = _batches(candidates, batch)
+            batches = _batches(scan.candidates, batch)
             random.shuffle(batches)
             list(pool.map(lambda group: _fire_batches(state, *group), batches))
-            if len(candidates) < limit:
+            if len(scan.candidates) < limit:
                 state.report.next_due_in = run_transaction(
-                    engine, functools.partial(seconds_to_next_instant, namespace=namespace)
+                    engine,
+                    functools.partial(seconds_to_next_instant, after=scan.at, namespace=namespace),
                 )
                 break
     state.report.errors = state.items.errors

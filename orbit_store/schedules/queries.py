@@ -3,6 +3,8 @@ for due ones. Plain reads (no locks); every one but the scan is scoped to one na
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,26 +50,35 @@ def declared_schedules(conn: sa.Connection, namespace: str) -> list[tuple[str, s
     return [(r.namespace, r.name, r.source) for r in conn.execute(query)]
 
 
-def find_due(
-    conn: sa.Connection, *, limit: int, namespace: str | None = None
-) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class DueScan:
+    """The scheduler's candidates, and the database time they were read at."""
+
+    at: dt.datetime
+    candidates: list[tuple[str, str]]
+
+
+def find_due(conn: sa.Connection, *, limit: int, namespace: str | None = None) -> DueScan:
     """(namespace, schedule id) of schedules with an instant due now, oldest first — the
     scheduler's candidates (ix_schedules_due); each is then claimed in its own transaction."""
-    query = sa.select(schedules.c.namespace, schedules.c.id).where(
-        schedules.c.next_fire_at <= db_now(conn)
-    )
+    now = db_now(conn)
+    query = sa.select(schedules.c.namespace, schedules.c.id).where(schedules.c.next_fire_at <= now)
     if namespace is not None:
         query = query.where(schedules.c.namespace == namespace)
     rows = conn.execute(query.order_by(schedules.c.next_fire_at).limit(limit))
-    return [(r.namespace, r.id) for r in rows]
+    return DueScan(now, [(r.namespace, r.id) for r in rows])
 
 
-def seconds_to_next_instant(conn: sa.Connection, *, namespace: str | None = None) -> float | None:
-    """Seconds from now (database time) to the earliest instant still ahead, None if none is:
-    the scheduler wakes for it instead of finding it up to a poll interval late. Instants
-    already due are left out, so one that cannot be decided never makes the loop spin."""
+def seconds_to_next_instant(
+    conn: sa.Connection, *, after: dt.datetime, namespace: str | None = None
+) -> float | None:
+    """Seconds from now (database time) to the earliest instant later than ``after`` (the
+    last scan's time), None if there is none: the scheduler wakes for it instead of finding it
+    up to a poll interval late. An instant that fell due since the scan gives a wait of zero or
+    less; one that was already due at the scan (left undecided: it cannot be, or another replica
+    holds it) is left out, so it never makes the loop spin."""
     now = db_now(conn)
-    query = sa.select(sa.func.min(schedules.c.next_fire_at)).where(schedules.c.next_fire_at > now)
+    query = sa.select(sa.func.min(schedules.c.next_fire_at)).where(schedules.c.next_fire_at > after)
     if namespace is not None:
         query = query.where(schedules.c.namespace == namespace)
     earliest = conn.execute(query).scalar_one_or_none()

@@ -119,3 +119,22 @@ def test_a_catch_up_is_decided_in_rounds_of_the_batch(schedules: ScheduleDriver)
     for i in range(3):
         assert [d[0] for d in schedules.decided(f"c{i}")] == [T + m * MIN for m in range(6)]
     assert len(report.steps) == 18
+
+
+@pytest.mark.mariadb_only
+def test_a_whole_pass_sends_its_batches_statements_and_four_more_inv5(
+    mariadb_engine: sa.Engine,
+) -> None:
+    """A pass over 150 due schedules (batches of 100 and 50): its scan (database time, then the
+    due rows), each batch's statements, and the read of how far off the next instant is
+    (database time, then the earliest instant ahead): statements per decided instant fall as
+    the spike grows."""
+    schedules = ScheduleDriver(PulseDriver(mariadb_engine))
+    schedules.travel(T - dt.timedelta(seconds=30))
+    for i in range(150):
+        schedules.create(f"p{i:03d}")
+    schedules.travel(T + dt.timedelta(seconds=1))
+    with sent_statements(schedules.pulse.base_engine) as sent:
+        report = scheduler_pass(schedules.pulse.engine, namespace=schedules.namespace)
+    assert len(report.steps) == 150 and report.next_due_in is not None
+    assert len(sent) == 2 + 2 * BATCH_STATEMENTS + 2

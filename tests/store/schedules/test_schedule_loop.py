@@ -11,6 +11,7 @@ import pytest
 from orbit.engines.loop import EngineLoop
 from orbit.engines.scheduler import scheduler_pass
 from orbit.metrics.server import Metrics
+from orbit_store.schedules.queries import seconds_to_next_instant
 from orbit_store.schema import schedules as schedules_table
 
 from ..schedule_driver import ScheduleDriver
@@ -107,6 +108,23 @@ def test_an_instant_that_cannot_be_decided_does_not_cut_the_wait(
 
     assert report.errors == 1, "the broken schedule is still due"
     assert report.next_due_in is not None and 57.0 < report.next_due_in <= 58.0, "good: T+1min"
+
+
+def test_an_instant_that_fell_due_after_the_scan_is_not_waited_past(
+    schedules: ScheduleDriver,
+) -> None:
+    """A pass whose scan ran just before an instant, and whose read of the next one just after
+    it: the wait is none (that instant), not until the instant a minute later."""
+    schedules.travel(T - dt.timedelta(seconds=30))
+    schedules.create("soon")  # first instant: T
+    schedules.travel(T + dt.timedelta(seconds=0.2))
+    scanned_at = T - dt.timedelta(seconds=0.5)
+
+    due_in = schedules.pulse.tx(
+        lambda c: seconds_to_next_instant(c, after=scanned_at, namespace=schedules.namespace)
+    )
+
+    assert due_in is not None and due_in <= 0
 
 
 def test_the_loop_runs_its_next_pass_when_the_pass_says_work_is_due() -> None:
