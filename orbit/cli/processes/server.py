@@ -28,7 +28,11 @@ def server(
     ] = False,
     reaper_interval: Annotated[float, typer.Option(help="Seconds between reaper passes.")] = 1.0,
     scheduler_interval: Annotated[
-        float, typer.Option(help="Seconds between scheduler passes (firing due schedules).")
+        float,
+        typer.Option(
+            help="Seconds between scheduler passes at most (firing due schedules); a pass also "
+            "starts at the next instant."
+        ),
     ] = 1.0,
     heartbeat_interval: Annotated[
         float, typer.Option(help="Seconds between worker heartbeats (told to workers).")
