@@ -1,0 +1,99 @@
+"""Response bodies made from the store's views (orbit/api/schemas/mirror.py): a body has the
+store view's fields in its order, the API's descriptions and narrower types, nested views become
+their bodies, and a description of a field the store does not have fails at import."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from orbit.api.schemas import Out
+from orbit.api.schemas import views as wire
+from orbit.api.schemas.mirror import mirrors
+from orbit_store import overview
+from orbit_store.pulse.workers import worker_views
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    name: str
+    at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Whole:
+    id: str
+    state: str
+    parts: list[Part]
+    first: Part | None
+    internal: int = 0
+
+
+@mirrors(Part, said={"name": "What it is called."})
+class PartBody(Out):
+    pass
+
+
+@mirrors(
+    Whole,
+    nested=[PartBody],
+    types={"state": Literal["OPEN", "SHUT"]},
+    omit=["internal"],
+)
+class WholeBody(Out):
+    id: str = Field(..., description="Declared by the API in place of the store's.")
+    replayed: bool = Field(False, description="The wire's own.")
+
+
+def test_a_body_has_the_views_fields_in_order_then_its_own() -> None:
+    assert list(WholeBody.model_fields) == ["id", "state", "parts", "first", "replayed"]
+    assert PartBody.model_fields["name"].description == "What it is called."
+    assert (
+        WholeBody.model_fields["id"].description == "Declared by the API in place of the store's."
+    )
+    assert all(f.is_required() for n, f in WholeBody.model_fields.items() if n != "replayed")
+
+
+def test_nested_views_become_their_bodies_and_values_come_from_the_store_objects() -> None:
+    at = dt.datetime(2026, 1, 2, 3, 4, 5)
+    whole = Whole("w1", "OPEN", [Part("p", at)], None, internal=7)
+    body = WholeBody.model_validate(whole)
+    assert isinstance(body.parts[0], PartBody)
+    assert body.model_dump(mode="json") == {
+        "id": "w1",
+        "state": "OPEN",
+        "parts": [{"name": "p", "at": "2026-01-02T03:04:05Z"}],  # Out: naive UTC says so
+        "first": None,
+        "replayed": False,
+    }
+
+
+def test_a_narrowed_type_is_checked() -> None:
+    with pytest.raises(ValueError, match="state"):
+        WholeBody.model_validate(Whole("w1", "AJAR", [], None))
+
+
+def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
+    with pytest.raises(TypeError, match="Part has no field colour"):
+
+        @mirrors(Part, said={"colour": "gone from the store"})
+        class _Stale(Out):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("body", "view"),
+    [
+        (wire.QueueOverview, overview.QueueOverview),
+        (wire.Overview, overview.Overview),
+        (wire.WorkerSession, worker_views.SessionView),
+    ],
+)
+def test_the_views_bodies_carry_exactly_the_store_views_fields(
+    body: type[BaseModel], view: type
+) -> None:
+    assert list(body.model_fields) == [f.name for f in dataclasses.fields(view)]
