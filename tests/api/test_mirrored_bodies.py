@@ -13,9 +13,11 @@ from pydantic import BaseModel, Field
 
 from orbit.api.schemas import Out
 from orbit.api.schemas import views as wire
+from orbit.api.schemas import workflows as wire_workflows
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import overview
 from orbit_store.pulse.workers import worker_views
+from orbit_store.weave import definitions, queries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,9 +93,19 @@ def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
         (wire.QueueOverview, overview.QueueOverview),
         (wire.Overview, overview.Overview),
         (wire.WorkerSession, worker_views.SessionView),
+        (wire_workflows.DefinitionVersion, definitions.VersionInfo),
+        (wire_workflows.Activation, queries.ActivationView),
+        (wire_workflows.Step, queries.StepView),
+        (wire_workflows.PendingSignal, queries.SignalView),
+        (wire_workflows.WorkflowEvent, queries.EventView),
     ],
 )
 def test_the_views_bodies_carry_exactly_the_store_views_fields(
     body: type[BaseModel], view: type
 ) -> None:
     assert list(body.model_fields) == [f.name for f in dataclasses.fields(view)]
+
+
+def test_a_workflow_is_the_stores_instance_view_and_whether_its_start_was_replayed() -> None:
+    stored = [f.name for f in dataclasses.fields(queries.InstanceView)]
+    assert list(wire_workflows.Workflow.model_fields) == [*stored, "replayed"]

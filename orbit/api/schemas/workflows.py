@@ -1,5 +1,6 @@
 """Request and response bodies of the workflow API (``/v1/namespaces/{ns}/workflow…``). The SDK
-(``orbit_sdk.workflows``) mirrors them; extend them, don't break them."""
+(``orbit_sdk.workflows``) mirrors them; extend them, don't break them. The bodies of Weave's
+views take their fields from the store's (``orbit_store.weave.queries``, ``mirrors``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from orbit.api.schemas import NAME_PATTERN, Out, Strict
+from orbit.api.schemas.mirror import mirrors
+from orbit_store.weave import definitions, queries
 
 IDENTIFIER = r"^[a-z][a-z0-9_]{0,62}$"
 InstanceStateName = Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
@@ -27,12 +30,9 @@ class DefinitionPublish(Strict):
     )
 
 
+@mirrors(definitions.VersionInfo)
 class DefinitionVersion(Out):
-    version: int
-    digest: str
-    published_at: dt.datetime
-    published_by: str | None
-    running_instances: int
+    pass
 
 
 class Definition(Out):
@@ -60,60 +60,32 @@ class WorkflowStart(Strict):
     input: Any = Field(default_factory=dict)
 
 
+@mirrors(queries.InstanceView, types={"state": InstanceStateName})
 class Workflow(Out):
-    id: str
-    namespace: str
-    definition: str
-    version: int
-    start_key: str
-    state: InstanceStateName
-    state_version: int
-    paused: bool
-    control_version: int
-    input: Any
-    output: Any
-    error: Any
-    started_by: str | None
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    finished_at: dt.datetime | None
     replayed: bool = Field(False, description="True when the start key found this workflow.")
 
 
+@mirrors(queries.ActivationView)
 class Activation(Out):
-    seq: int
-    state: str
-    task_id: str | None
-    task_state: str | None
-    rounds_used: int
-    max_rounds: int | None
-    deadline_at: dt.datetime | None
-    next_poll_at: dt.datetime | None
-    created_at: dt.datetime
-    finished_at: dt.datetime | None
+    pass
 
 
+@mirrors(
+    queries.StepView,
+    nested=[Activation],
+    types={"kind": Literal["task", "wait", "sleep", "poll"]},
+    said={
+        "awaiting_orchestration": "The task has an outcome the inbox has not applied yet.",
+        "detail": "Where the step is, in words.",
+    },
+)
 class Step(Out):
-    name: str
-    kind: Literal["task", "wait", "sleep", "poll"]
-    state: str
-    depends_on: list[str]
-    activation_count: int
-    result: Any
-    error: Any
-    activations: list[Activation]
-    awaiting_orchestration: bool = Field(
-        ..., description="The task has an outcome the inbox has not applied yet."
-    )
-    inbox_lag_seconds: float | None
-    detail: str = Field(..., description="Where the step is, in words.")
+    pass
 
 
+@mirrors(queries.SignalView)
 class PendingSignal(Out):
-    signal_id: str
-    name: str
-    state: str
-    received_at: dt.datetime
+    pass
 
 
 class WorkflowDetail(Workflow):
@@ -160,14 +132,9 @@ class ControlRequest(Strict):
     reason: str = Field("", max_length=1024)
 
 
+@mirrors(queries.EventView)
 class WorkflowEvent(Out):
-    seq: int
-    kind: str
-    step_name: str | None
-    activation_seq: int | None
-    details: Any
-    actor: str | None
-    at: dt.datetime
+    pass
 
 
 class WorkflowHistory(Out):
