@@ -12,11 +12,13 @@ import pytest
 from pydantic import BaseModel, Field
 
 from orbit.api.schemas import Out
+from orbit.api.schemas import schedules as wire_schedules
 from orbit.api.schemas import views as wire
 from orbit.api.schemas import workflows as wire_workflows
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import overview
 from orbit_store.pulse.workers import worker_views
+from orbit_store.schedules import cron, model, trigger
 from orbit_store.weave import definitions, queries
 
 
@@ -98,6 +100,9 @@ def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
         (wire_workflows.Step, queries.StepView),
         (wire_workflows.PendingSignal, queries.SignalView),
         (wire_workflows.WorkflowEvent, queries.EventView),
+        (wire_schedules.Occurrence, model.OccurrenceView),
+        (wire_schedules.Triggered, trigger.Triggered),
+        (wire_schedules.PreviewInstant, cron.PreviewInstant),
     ],
 )
 def test_the_views_bodies_carry_exactly_the_store_views_fields(

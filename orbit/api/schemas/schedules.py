@@ -13,6 +13,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from orbit.api.schemas import NAME_PATTERN, Out, Safety, Strict
+from orbit.api.schemas.mirror import mirrors
+from orbit_store.schedules import cron as store_cron
+from orbit_store.schedules import model, trigger
 
 ConcurrencyPolicyName = Literal["Allow", "Forbid", "Replace"]
 MisfirePolicyName = Literal["Skip", "FireOnce", "CatchUp"]
@@ -75,17 +78,13 @@ class ScheduleControl(Strict):
     reason: str = REASON
 
 
+@mirrors(
+    model.OccurrenceView,
+    types={"status": OccurrenceStatusName},
+    said={"through_at": "Last instant of a missed run."},
+)
 class Occurrence(Out):
-    scheduled_at: dt.datetime
-    through_at: dt.datetime = Field(..., description="Last instant of a missed run.")
-    instants: int
-    recorded_at: dt.datetime
-    status: OccurrenceStatusName
-    reason: str
-    message: str
-    schedule_version: int
-    task_id: str | None
-    task_state: str | None
+    pass
 
 
 class Schedule(Out):
@@ -113,12 +112,16 @@ class Schedule(Out):
     occurrences: list[Occurrence] = Field(default_factory=list, description="Newest first.")
 
 
+@mirrors(
+    trigger.Triggered,
+    types={"status": Literal["FIRED", "SKIPPED"], "reason": str},
+    said={
+        "reason": "Manual when fired; else why not (ConcurrencyForbid, …).",
+        "scheduled_at": "The instant it fired at: now.",
+    },
+)
 class Triggered(Out):
-    status: Literal["FIRED", "SKIPPED"]
-    reason: str = Field(..., description="Manual when fired; else why not (ConcurrencyForbid, …).")
-    message: str
-    scheduled_at: dt.datetime = Field(..., description="The instant it fired at: now.")
-    task_id: str | None
+    pass
 
 
 class SchedulePage(Out):
@@ -135,9 +138,15 @@ class PreviewRequest(Strict):
     end_at: dt.datetime | None = None
 
 
+@mirrors(
+    store_cron.PreviewInstant,
+    said={
+        "at": "The instant in UTC.",
+        "local": "The same instant on the schedule's wall clock.",
+    },
+)
 class PreviewInstant(Out):
-    at: dt.datetime = Field(..., description="The instant in UTC.")
-    local: dt.datetime = Field(..., description="The same instant on the schedule's wall clock.")
+    pass
 
 
 class Preview(Out):
