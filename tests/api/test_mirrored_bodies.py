@@ -11,12 +11,14 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
+from orbit.api import schemas as wire_tasks
 from orbit.api.schemas import Out
 from orbit.api.schemas import schedules as wire_schedules
 from orbit.api.schemas import views as wire
 from orbit.api.schemas import workflows as wire_workflows
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import overview
+from orbit_store.pulse.views import queries as task_views
 from orbit_store.pulse.workers import worker_views
 from orbit_store.schedules import cron, model, trigger
 from orbit_store.weave import definitions, queries
@@ -53,8 +55,8 @@ class WholeBody(Out):
     replayed: bool = Field(False, description="The wire's own.")
 
 
-def test_a_body_has_the_views_fields_in_order_then_its_own() -> None:
-    assert list(WholeBody.model_fields) == ["id", "state", "parts", "first", "replayed"]
+def test_a_body_has_the_views_fields_in_order_then_those_it_declares() -> None:
+    assert list(WholeBody.model_fields) == ["state", "parts", "first", "id", "replayed"]
     assert PartBody.model_fields["name"].description == "What it is called."
     assert (
         WholeBody.model_fields["id"].description == "Declared by the API in place of the store's."
@@ -103,6 +105,8 @@ def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
         (wire_schedules.Occurrence, model.OccurrenceView),
         (wire_schedules.Triggered, trigger.Triggered),
         (wire_schedules.PreviewInstant, cron.PreviewInstant),
+        (wire_tasks.Attempt, task_views.AttemptView),
+        (wire_tasks.TaskEvent, task_views.EventView),
     ],
 )
 def test_the_views_bodies_carry_exactly_the_store_views_fields(
@@ -114,3 +118,11 @@ def test_the_views_bodies_carry_exactly_the_store_views_fields(
 def test_a_workflow_is_the_stores_instance_view_and_whether_its_start_was_replayed() -> None:
     stored = [f.name for f in dataclasses.fields(queries.InstanceView)]
     assert list(wire_workflows.Workflow.model_fields) == [*stored, "replayed"]
+
+
+def test_a_task_is_the_stores_task_view_without_its_current_attempt_then_replayed() -> None:
+    stored = [f.name for f in dataclasses.fields(task_views.TaskView)]
+    stored.remove("current_attempt_id")
+    declared = ["waiting_reason", "runnable_by_live_worker"]  # with the wire's descriptions
+    expected = [*(n for n in stored if n not in declared), "replayed", *declared]
+    assert list(wire_tasks.Task.model_fields) == expected

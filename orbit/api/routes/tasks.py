@@ -49,13 +49,18 @@ def _detail(ctx: AppContext, namespace: str, task_id: str) -> queries.TaskDetail
     return detail
 
 
-def _task(ctx: AppContext, namespace: str, task_id: str, **extra: Any) -> schemas.Task:
-    """The task without its history: one statement."""
+def _task(ctx: AppContext, namespace: str, task_id: str) -> queries.TaskView:
+    """The task without its history: one statement. Routes read the store's view; the body
+    (``schemas.Task``) is made from it when answering."""
     with ctx.engine.connect() as conn:
         view = queries.get_task_view(conn, namespace, task_id)
     if view is None:
         raise ApiProblem(404, "not-found", f"task {task_id} not found in namespace {namespace!r}")
-    return schemas.Task.model_validate({**view.__dict__, **extra})
+    return view
+
+
+def _body(view: queries.TaskView, *, replayed: bool = False) -> schemas.Task:
+    return schemas.Task.model_validate({**view.__dict__, "replayed": replayed})
 
 
 def submission_request(
@@ -119,12 +124,12 @@ async def submit(
     task, replayed = await accept_submission(ctx, namespace, body, credential.name)
     response.status_code = 200 if replayed else 201
     response.headers["Location"] = task_location(namespace, task.id)
-    return task
+    return _body(task, replayed=replayed)
 
 
 async def accept_submission(
     ctx: AppContext, namespace: str, body: schemas.TaskSubmission, submitter: str
-) -> tuple[schemas.Task, bool]:
+) -> tuple[queries.TaskView, bool]:
     """A submission that passed its checks (token, role, payload size): accepted or replayed
     (the task and whether it was a replay), or the store's typed refusal raised."""
     request = submission_request(namespace, body, submitter)
@@ -135,11 +140,8 @@ async def accept_submission(
     if not result.replayed and result.wait_path is WaitPath.READY:
         ctx.wakeups.notify(namespace, body.queue, body.handler)
     if result.row is not None:  # new: answer from what was written (no read-back)
-        view = queries.task_view_from_row(result.row)
-        return schemas.Task.model_validate({**view.__dict__, "replayed": False}), False
-    task = await anyio.to_thread.run_sync(
-        functools.partial(_task, ctx, namespace, result.task_id, replayed=result.replayed)
-    )
+        return queries.task_view_from_row(result.row), False
+    task = await anyio.to_thread.run_sync(functools.partial(_task, ctx, namespace, result.task_id))
     return task, result.replayed
 
 
@@ -256,7 +258,7 @@ def cancel(
     if result.changed and result.state in OUTCOME_TASK_STATES:
         ctx.metrics.outcomes.labels(namespace, task.queue, result.state).inc()
         ctx.wake_weave()
-    return task
+    return _body(task)
 
 
 @router.post(
@@ -291,7 +293,7 @@ def review(
     ctx.metrics.outcomes.labels(namespace, task.queue, task.state).inc()
     ctx.metrics.reviews.labels(namespace, task.queue, body.decision).inc()
     ctx.wake_weave()  # a parked workflow step may go on
-    return task
+    return _body(task)
 
 
 @router.post(
@@ -326,4 +328,4 @@ def retry(
     if result.wait_path is WaitPath.READY:
         ctx.wakeups.notify(namespace, task.queue, task.handler)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/tasks/{result.task_id}"
-    return task
+    return _body(task)

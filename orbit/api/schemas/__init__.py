@@ -11,7 +11,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from orbit.api.schemas.mirror import mirrors
 from orbit_sdk.json_values import check_storable
+from orbit_store.pulse.views import queries as task_views
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 #: Outcome reports per request (POST /v1/attempts:complete, or riding a lease request).
@@ -95,28 +97,12 @@ class TaskSubmission(Strict):
     )
 
 
+@mirrors(
+    task_views.TaskView,
+    types={"state": TaskStateName, "safety": Safety},
+    omit=["current_attempt_id"],
+)
 class Task(Out):
-    id: str
-    namespace: str
-    queue: str
-    handler: str
-    params: Any
-    state: TaskStateName
-    state_version: int
-    priority: int
-    available_at: dt.datetime
-    deadline_at: dt.datetime | None
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    finished_at: dt.datetime | None
-    attempts_used: int
-    max_attempts: int
-    safety: Safety
-    concurrency_key: str | None
-    cancel_requested: bool
-    retry_of: str | None
-    result: Any
-    error: Any
     replayed: bool = Field(False, description="True when an idempotent submit found this task.")
     waiting_reason: WaitingReason | None = Field(
         None,
@@ -141,21 +127,8 @@ class Progress(Out):
     at: dt.datetime = Field(..., description="When the server heard it (database time).")
 
 
+@mirrors(task_views.AttemptView, types={"state": Literal["LEASED", "RUNNING", "FINISHED"]})
 class Attempt(Out):
-    id: str
-    generation: int
-    state: Literal["LEASED", "RUNNING", "FINISHED"]
-    outcome: str | None
-    outcome_reason: str | None
-    worker_session_id: str | None
-    leased_at: dt.datetime
-    lease_expires_at: dt.datetime
-    started_at: dt.datetime | None
-    finished_at: dt.datetime | None
-    result: Any
-    error: Any
-    late_outcome: str | None
-    late_reported_at: dt.datetime | None
     heartbeat_at: dt.datetime | None = Field(None, description="Its last lease renewal.")
     late_result: Any = Field(
         None, description="The late report's result: evidence of what a lost worker did."
@@ -165,14 +138,9 @@ class Attempt(Out):
     progress: Progress | None = None
 
 
+@mirrors(task_views.EventView)
 class TaskEvent(Out):
-    state_version: int
-    from_state: str | None
-    to_state: str
-    reason: str
-    attempt_id: str | None
-    actor: str | None
-    at: dt.datetime
+    pass
 
 
 class WaitCause(Out):

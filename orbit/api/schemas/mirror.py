@@ -3,9 +3,9 @@
 The store's frozen dataclass (``orbit_store.overview.Overview``, ``…SessionView``) names the
 fields, their order and their types; :func:`mirrors` gives them to the response body, and the
 API adds only what the wire says beyond the store: a description, a narrower type (a ``Literal``
-of states), a field the wire leaves out, or fields of its own (declared in the class body, they
-follow the store's). A field renamed or dropped in the store then fails at import, naming it,
-never silently on the wire.
+of states), a field the wire leaves out, or fields declared in the class body (the wire's own,
+or store fields with a default), which follow the others. A field renamed or dropped in the
+store then fails at import, naming it, never silently on the wire.
 
 Every mirrored field is required unless the API gives it a default: a response always carries
 it, whatever default the store's constructor has.
@@ -44,8 +44,8 @@ def mirrors(
     """Decorates a body whose class declares fields only: the body gets ``view``'s fields in
     the store's order, typed as in the store unless ``types`` narrows them, described by
     ``said``; a store view nested in a field (``list[…]``, ``… | None``) becomes its body from
-    ``nested``; ``omit`` leaves store fields out. A field the class declares replaces the
-    store's in place, or follows the store's when the store has no such field."""
+    ``nested``; ``omit`` leaves store fields out. The fields the class declares (the wire's
+    own, or store fields redeclared with a default) follow the others, in the class's order."""
 
     def build(declared: type[M]) -> type[M]:
         hints = typing.get_type_hints(view)
@@ -57,14 +57,15 @@ def mirrors(
         own = [n for n in declared.model_fields if n not in inherited]
         bodies = {_VIEW_OF[body]: body for body in nested}
         definitions: dict[str, Any] = {}
-        for name in [*(n for n in stored if n not in omit), *(n for n in own if n not in stored)]:
-            if name in own:  # declared in the body: the wire's own, or a store field redeclared
-                field = declared.model_fields[name]
-                definitions[name] = (field.annotation, field)
+        for name in stored:
+            if name in omit or name in own:
                 continue
             spoken = (said or {}).get(name)
             info = spoken if isinstance(spoken, FieldInfo) else Field(..., description=spoken)
             definitions[name] = ((types or {}).get(name, _swap(hints[name], bodies)), info)
+        for name in own:  # declared in the body: the wire's own, or a store field redeclared
+            field = declared.model_fields[name]
+            definitions[name] = (field.annotation, field)
         body: type[BaseModel] = create_model(
             declared.__name__,
             __base__=declared.__bases__,
