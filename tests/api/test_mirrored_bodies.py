@@ -13,13 +13,16 @@ from pydantic import BaseModel, Field
 
 from orbit.api import schemas as wire_tasks
 from orbit.api.schemas import Out
+from orbit.api.schemas import fencing as wire_fencing
+from orbit.api.schemas import results as wire_results
 from orbit.api.schemas import schedules as wire_schedules
 from orbit.api.schemas import views as wire
 from orbit.api.schemas import workflows as wire_workflows
 from orbit.api.schemas.mirror import mirrors
-from orbit_store import overview
+from orbit_store import audit, fencing, overview
 from orbit_store.pulse.views import queries as task_views
 from orbit_store.pulse.workers import worker_views
+from orbit_store.recovery import restore_fence
 from orbit_store.schedules import cron, model, trigger
 from orbit_store.weave import definitions, queries
 
@@ -107,6 +110,9 @@ def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
         (wire_schedules.PreviewInstant, cron.PreviewInstant),
         (wire_tasks.Attempt, task_views.AttemptView),
         (wire_tasks.TaskEvent, task_views.EventView),
+        (wire_fencing.Fence, fencing.RestoreFence),
+        (wire_fencing.FenceReport, restore_fence.FenceReport),
+        (wire_results.AuditEntry, audit.AuditEntry),
     ],
 )
 def test_the_views_bodies_carry_exactly_the_store_views_fields(

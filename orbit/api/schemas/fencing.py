@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 from pydantic import Field
 
 from orbit.api.schemas import Out, Strict
+from orbit.api.schemas.mirror import mirrors
+from orbit_store import fencing
+from orbit_store.recovery import restore_fence
 
 
 class FenceRequest(Strict):
@@ -18,35 +19,33 @@ class FenceRequest(Strict):
     )
 
 
+@mirrors(fencing.RestoreFence, said={"epoch": "The restore epoch this fence set."})
 class Fence(Out):
-    id: str
-    epoch: int = Field(..., description="The restore epoch this fence set.")
-    previous_epoch: int
-    reason: str
-    fenced_by: str
-    fenced_at: dt.datetime
-    reopened_at: dt.datetime | None
-    reopened_by: str | None
-    reopen_reason: str | None
+    pass
 
 
+@mirrors(
+    fencing.FenceState,
+    nested=[Fence],
+    said={
+        "epoch": "Current restore epoch; every grant records it.",
+        "fence": "The fence that set the current epoch.",
+    },
+)
 class FenceStatus(Out):
-    epoch: int = Field(..., description="Current restore epoch; every grant records it.")
-    dispatch_open: bool
-    fence: Fence | None = Field(..., description="The fence that set the current epoch.")
     history: list[Fence]
 
 
+@mirrors(restore_fence.NamespaceFenced, omit=["attempts_cut"])
 class NamespaceFenced(Out):
-    namespace: str
-    sessions_ended: int
-    leases_cut: int
+    pass
 
 
+@mirrors(
+    restore_fence.FenceReport,
+    nested=[Fence],
+    types={"namespaces": list[NamespaceFenced]},
+    said={"settled": "What the lease rules made of the cut leases: task state → count."},
+)
 class FenceReport(Out):
-    fence: Fence
-    namespaces: list[NamespaceFenced]
-    settled: dict[str, int] = Field(
-        ..., description="What the lease rules made of the cut leases: task state → count."
-    )
-    errors: int
+    pass

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from orbit.api.schemas import NAME_PATTERN, Out, Strict
+from orbit.api.schemas.mirror import mirrors
+from orbit_store import audit
 
 OutcomeName = Literal["SUCCEEDED", "FAILED", "CANCELLED", "NEEDS_REVIEW"]
 
@@ -118,20 +120,9 @@ class DeletedSubscription(Out):
     deliveries: dict[str, int] = Field(description="what was removed, per state")
 
 
+@mirrors(audit.AuditEntry)
 class AuditEntry(Out):
-    id: str
-    namespace: str
-    at: dt.datetime
-    actor: str
-    action: str
-    resource_kind: str
-    resource_id: str
-    resource_version: int | None
-    reason: str
-    evidence_ref: str | None
-    before: Any
-    after: Any
-    corrects_id: str | None
+    pass
 
 
 class AuditPage(Out):
