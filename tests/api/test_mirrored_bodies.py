@@ -20,6 +20,7 @@ from orbit.api.schemas import views as wire
 from orbit.api.schemas import workflows as wire_workflows
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import audit, fencing, overview
+from orbit_store.pulse import model as pulse_model
 from orbit_store.pulse.views import queries as task_views
 from orbit_store.pulse.workers import worker_views
 from orbit_store.recovery import restore_fence
@@ -110,6 +111,7 @@ def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
         (wire_schedules.PreviewInstant, cron.PreviewInstant),
         (wire_tasks.Attempt, task_views.AttemptView),
         (wire_tasks.TaskEvent, task_views.EventView),
+        (wire_tasks.HeartbeatResult, pulse_model.RenewResult),
         (wire_fencing.Fence, fencing.RestoreFence),
         (wire_fencing.FenceReport, restore_fence.FenceReport),
         (wire_results.AuditEntry, audit.AuditEntry),

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from orbit.api.schemas.mirror import mirrors
 from orbit_sdk.json_values import check_storable
+from orbit_store.pulse import model as pulse_model
 from orbit_store.pulse.views import queries as task_views
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -358,11 +359,8 @@ class HeartbeatRequest(Strict):
     items: list[HeartbeatItem] = Field(default_factory=list, max_length=500)
 
 
+@mirrors(pulse_model.RenewResult, types={"status": Literal["extended", "cancel_requested", "lost"]})
 class HeartbeatResult(Out):
-    attempt_id: str
-    status: Literal["extended", "cancel_requested", "lost"]
-    lease_expires_at: dt.datetime | None
-    reason: str | None
     lease_remaining_seconds: float | None = Field(
         None,
         description="Seconds from the server's now to lease_expires_at. Workers measure it from "
