@@ -34,7 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ._wire.calls import submission_body
+from ._wire.calls import submission_body, submission_options
 from ._wire.transport import check_body
 from .client import Client
 from .errors import IdempotencyConflict, OrbitError, ValidationFailed
@@ -191,10 +191,8 @@ class Relay:
 
     def submit(self, row: Leased) -> tuple[str, bool] | OrbitError:
         """Send one row under its stored key: (task id, replayed), or the error."""
-        body = dict(row.request)
-        retry = body.pop("retry", None) or {}
         try:
-            task = self.client.submit(row.namespace, **_submit_kwargs(body), **retry)
+            task = self.client.submit(row.namespace, **submission_options(row.request))
         except OrbitError as exc:
             return exc
         return task.id, task.replayed
@@ -262,27 +260,3 @@ def _describe(error: OrbitError) -> str:
         where = ".".join(str(part) for part in item.get("loc", []))
         text += f"; {where}: {item.get('msg')}"
     return text[:1024]
-
-
-_SUBMIT_FIELDS = {
-    "handler",
-    "queue",
-    "params",
-    "idempotency_key",
-    "priority",
-    "concurrency_key",
-    "concurrency_limit",
-    "safety",
-}
-
-
-def _submit_kwargs(body: dict[str, Any]) -> dict[str, Any]:
-    """The stored request body as ``Client.submit`` keywords (the body was built by the same
-    SDK, so the resubmission is byte-for-byte the same request under the same key)."""
-    kwargs = {k: v for k, v in body.items() if k in _SUBMIT_FIELDS}
-    if "delay_seconds" in body:
-        kwargs["delay"] = body["delay_seconds"]
-    for instant in ("available_at", "deadline_at"):
-        if instant in body:
-            kwargs[instant] = dt.datetime.fromisoformat(body[instant])
-    return kwargs

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from orbit_sdk import AsyncClient, Client, RetryPolicy, TimeoutExpired, errors
-from orbit_sdk._wire.calls import get_task, submission_body
+from orbit_sdk._wire.calls import get_task, submission_body, submission_options
 from orbit_sdk.client import _timeout_error
 
 from .conftest import Faults, problem, task_body
@@ -101,6 +101,39 @@ def test_submission_body_maps_options_onto_the_wire_contract() -> None:
     }
     minimal = submission_body(handler="h", idempotency_key="k")
     assert set(minimal) == {"queue", "handler", "params", "idempotency_key"}  # no nulls sent
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"handler": "h", "idempotency_key": "k"},
+        {
+            "handler": "shop.echo",
+            "queue": "emails",
+            "params": {"order": 42},
+            "idempotency_key": "k",
+            "delay": 90,
+            "deadline_at": dt.datetime(2030, 1, 1, 12, 30, tzinfo=dt.UTC),
+            "priority": -5,
+            "concurrency_key": "customer-7",
+            "concurrency_limit": 1,
+            "max_attempts": 5,
+            "backoff_initial_seconds": 0.5,
+            "backoff_max_seconds": 60,
+            "backoff_multiplier": 3,
+            "safety": "unsafe",
+        },
+        {
+            "handler": "h",
+            "idempotency_key": "k",
+            "available_at": dt.datetime(2030, 1, 1, tzinfo=dt.UTC),
+        },
+    ],
+)
+def test_a_stored_body_builds_the_very_same_request_again(options: Any) -> None:
+    """What the outbox relies on to resend a stored submission under its key."""
+    body = json.loads(json.dumps(submission_body(**options)))  # as stored: JSON
+    assert submission_body(**submission_options(body)) == body
 
 
 def test_submission_body_refuses_ambiguous_times() -> None:

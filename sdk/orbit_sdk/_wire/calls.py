@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Mapping
-from typing import Any, Required, TypedDict, Unpack
+from typing import Any, Required, TypedDict, Unpack, cast
 from urllib.parse import quote
 
 from .transport import Call, RetryPolicy
@@ -99,6 +99,20 @@ def submission_body(**options: Unpack[SubmitOptions]) -> dict[str, Any]:
     if retry:
         body["retry"] = retry
     return body
+
+
+def submission_options(body: Mapping[str, Any]) -> SubmitOptions:
+    """The inverse of :func:`submission_body`: the keywords that build ``body`` again, its key
+    included, so a stored body (the outbox's) is sent again as the very same request."""
+    copied = ("queue", "handler", "params", "idempotency_key", *_OPTIONAL)
+    options: dict[str, Any] = {k: body[k] for k in copied if k in body}
+    if "delay_seconds" in body:
+        options["delay"] = body["delay_seconds"]
+    for instant in ("available_at", "deadline_at"):
+        if instant in body:
+            options[instant] = dt.datetime.fromisoformat(body[instant])
+    options.update(body.get("retry") or {})
+    return cast(SubmitOptions, options)
 
 
 # --- client calls --------------------------------------------------------------------------
