@@ -23,6 +23,10 @@ time; available -> started p50/p99 with one replica, with two replicas (a worker
 submissions alternating between them), and with two replicas where every task is submitted to
 the replica no worker waits on (only the shared probe finds it: what the probe costs).
 
+``--profile DIR`` samples the server and the workers with py-spy (``pip install py-spy``; the
+thread holding the GIL) during each drain and writes their collapsed stacks there
+(``bench/stacks.py`` sums them).
+
 Usage: ``.venv/bin/python bench/e2e.py [--tasks 5000] [--rounds 3] [--raw]`` (see --help);
 ``--peers`` needs ``pip install pgqueuer asyncpg procrastinate 'psycopg[binary]'``.
 """
@@ -198,11 +202,16 @@ class Orbit:
         first = "SELECT 1 FROM task_attempts WHERE namespace = %s LIMIT 1"
         while not self.query(first, namespace):
             time.sleep(0.005)
+        samplers = self.sample([server, *fleet], namespace)
         cpus = [cpu_seconds(server.pid), sum(cpu_seconds(w.pid) for w in fleet)]
         self.settled(namespace, n, [server, *fleet])
+        for sampler in samplers:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its stacks on SIGINT
         cpus = [cpu_seconds(server.pid) - cpus[0], sum(cpu_seconds(w.pid) for w in fleet) - cpus[1]]
         mariadb = (cpu_seconds(self.mariadb) - db) if self.mariadb else float("nan")
         self.stop(fleet)
+        for sampler in samplers:
+            sampler.wait(30)
         ((leased, finished),) = self.query(
             "SELECT MIN(a.leased_at), MAX(t.finished_at) FROM tasks t JOIN task_attempts a "
             "ON a.task_id = t.id WHERE t.namespace = %s",
@@ -210,6 +219,21 @@ class Orbit:
         )
         per_task = [1000 * c / n for c in (*cpus, mariadb)]
         return {"seconds": (finished - leased).total_seconds(), "cpu": per_task}
+
+    def sample(self, procs: list[Any], namespace: str) -> list[subprocess.Popen[bytes]]:
+        """py-spy on each of ``procs`` (the server first) while the drain runs (``--profile``)."""
+        if not self.args.profile:
+            return []
+        out = Path(self.args.profile)
+        out.mkdir(parents=True, exist_ok=True)
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        samplers = []
+        for k, proc in enumerate(procs):
+            name = out / f"{namespace}-{'server' if k == 0 else f'worker{k}'}.txt"
+            argv = [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--threads", "--gil"]
+            argv += ["--rate", "250", "--nonblocking", "--output", str(name)]
+            samplers.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
+        return samplers
 
     def cell(self, server: Any, base: str, bulk: bool) -> dict[str, Any]:
         n, (namespace, token) = self.args.tasks, self.tenant("bulk" if bulk else "one")
@@ -319,6 +343,7 @@ def main() -> None:
     add("--latency-samples", type=int, default=200, help="0: no dispatch measurement")
     add("--spacing", type=float, default=0.02, help="seconds between latency samples")
     add("--keep", action="store_true", help="keep the database and the logs")
+    add("--profile", help="py-spy's stacks of each drain's processes into this folder")
     args = parser.parse_args()
     raw_pool = None
     if args.raw:  # forked before any thread exists

@@ -6,13 +6,15 @@ this process's (``time.process_time``): what the HTTP process spends per task on
 path, without the network, the workers or the machine's other work in the figure; the wall
 time per cycle is printed too. Also one-by-one and coalesced submissions (``--submit``).
 
-Usage: ``.venv/bin/python bench/server_cycle.py [--tasks 2000] [--batch 8] [--rounds 3]``.
+Usage: ``.venv/bin/python bench/server_cycle.py [--tasks 2000] [--batch 8] [--rounds 3]``;
+``--profile FILE`` writes a cProfile of the last round's drain (read it with ``pstats``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import functools
 import json
 import statistics
@@ -146,6 +148,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="tasks per lease (a worker's slots)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--submit", type=int, nargs="*", default=[1, 8], help="per request")
+    parser.add_argument("--profile", help="a cProfile of the last round's drain to this file")
     args = parser.parse_args()
     engine = _database(args.database_url)
     results: dict[str, list[tuple[float, float]]] = {}
@@ -155,7 +158,13 @@ def main() -> None:
         for per in args.submit:  # state on a first request
             asyncio.run(submit(app, per, per))
         app.new_namespace()
+        profiler = cProfile.Profile() if args.profile and _ == args.rounds - 1 else None
+        if profiler is not None:
+            profiler.enable(subcalls=True, builtins=True)
         results.setdefault("drain", []).append(asyncio.run(drain(app, args.tasks, args.batch)))
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
         for per in args.submit:
             key = f"submit {per}/request"
             results.setdefault(key, []).append(asyncio.run(submit(app, args.tasks, per)))
