@@ -265,6 +265,8 @@ class CompletionResult:
     task_state: TaskState | None
     reason: str | None = None
     queue: str | None = None
+    #: The outcome was written to Weave's inbox (the task is a workflow's step, seed §6.3).
+    workflow: bool = False
 
 
 @dataclass(frozen=True)

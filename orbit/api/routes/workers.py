@@ -412,7 +412,8 @@ async def complete(
     state = result.task_state
     if result.status is CompletionStatus.APPLIED and state in OUTCOME_TASK_STATES:
         ctx.metrics.outcomes.labels(namespace, result.queue or "", state).inc()
-        ctx.wake_weave()  # a workflow may wait on it: apply it now, not at the next poll
+        if result.workflow:  # its workflow waits on it: apply it now, not at the next poll
+            ctx.wake_weave()
     return schemas.CompletionResponse(
         status=result.status.value, task_state=result.task_state, reason=result.reason
     )

@@ -112,7 +112,10 @@ def complete_attempt(
     if to_state is TaskState.WAITING:
         extra["wait_path"] = reentry_path(extra["available_at"], now, gate_open)
     transition(conn, task, to_state, now=now, reason=reason, attempt_id=attempt_id, **extra)
-    return CompletionResult(CompletionStatus.APPLIED, to_state, reason, queue=task.queue)
+    workflow = task.workflow_instance_id is not None
+    return CompletionResult(
+        CompletionStatus.APPLIED, to_state, reason, queue=task.queue, workflow=workflow
+    )
 
 
 def decide(
