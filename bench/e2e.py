@@ -81,6 +81,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """The CPU of ``pid`` and of its descendants still running (granian serves in a child)."""
+    parents: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            if proc.name.isdigit():
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parents.setdefault(ppid, []).append(int(proc.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        proc = todo.pop()
+        total += cpu_seconds(proc)
+        todo += parents.get(proc, [])
+    return total
+
+
 def mariadb_pid() -> int | None:
     """The local mariadbd/mysqld (None when the database runs elsewhere)."""
     for proc in Path("/proc").iterdir():
@@ -122,11 +138,13 @@ class Orbit:
         roles = ("-r", "submit", "-r", "work", "--name", "bench")
         return namespace, self.cli("admin", "token", "create", "-n", namespace, *roles).strip()
 
-    def spawn(self, argv: list[str], log: str, **env: str) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, argv: list[str], log: str, program: str = ORBIT, **env: str
+    ) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
         with (self.logs / log).open("ab") as out:  # own session: Ctrl-C reaches only us
             kw: Any = {"stdout": out, "stderr": subprocess.STDOUT, "start_new_session": True}
-            proc = subprocess.Popen([ORBIT, *argv], env=env, cwd=ROOT, **kw)
+            proc = subprocess.Popen([program, *argv], env=env, cwd=ROOT, **kw)
         self.procs.append(proc)
         return proc
 
@@ -134,7 +152,14 @@ class Orbit:
         """`orbit server` with its defaults on a free port, once ready."""
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        proc = self.spawn(["server", "--port", str(port)], log, ORBIT_DATABASE_URL=self.url)
+        if self.args.asgi == "granian":  # the same app under granian (bench/asgi_app.py)
+            argv = ["--interface", "asgi", "--factory", "--host", "127.0.0.1", "--port", str(port)]
+            argv += ["--no-access-log", "bench.asgi_app:app"]
+            granian = str(Path(sys.executable).with_name("granian"))
+            proc = self.spawn(argv, log, granian, ORBIT_DATABASE_URL=self.url)
+        else:
+            argv = ["server", "--port", str(port)]
+            proc = self.spawn(argv, log, ORBIT_DATABASE_URL=self.url)
         for _ in range(300):
             if proc.poll() is not None:
                 raise RuntimeError(f"orbit server exited with {proc.returncode}; see {log}")
@@ -203,11 +228,12 @@ class Orbit:
         while not self.query(first, namespace):
             time.sleep(0.005)
         samplers = self.sample([server, *fleet], namespace)
-        cpus = [cpu_seconds(server.pid), sum(cpu_seconds(w.pid) for w in fleet)]
+        cpus = [tree_cpu_seconds(server.pid), sum(cpu_seconds(w.pid) for w in fleet)]
         self.settled(namespace, n, [server, *fleet])
         for sampler in samplers:
             sampler.send_signal(signal.SIGINT)  # py-spy writes its stacks on SIGINT
-        cpus = [cpu_seconds(server.pid) - cpus[0], sum(cpu_seconds(w.pid) for w in fleet) - cpus[1]]
+        server_cpu = tree_cpu_seconds(server.pid) - cpus[0]
+        cpus = [server_cpu, sum(cpu_seconds(w.pid) for w in fleet) - cpus[1]]
         mariadb = (cpu_seconds(self.mariadb) - db) if self.mariadb else float("nan")
         self.stop(fleet)
         for sampler in samplers:
@@ -344,6 +370,7 @@ def main() -> None:
     add("--spacing", type=float, default=0.02, help="seconds between latency samples")
     add("--keep", action="store_true", help="keep the database and the logs")
     add("--profile", help="py-spy's stacks of each drain's processes into this folder")
+    add("--asgi", choices=("uvicorn", "granian"), default="uvicorn", help="the ASGI server")
     args = parser.parse_args()
     raw_pool = None
     if args.raw:  # forked before any thread exists

@@ -2,8 +2,9 @@
 writes them) by the module that did the work: a sample is charged to its innermost frame of
 Orbit's code or of a library's, so where a process's CPU goes reads in a few lines.
 
-Usage: ``.venv/bin/python bench/stacks.py FILE... [--top 25] [--frames]`` (``--frames``: by
-innermost function instead of module).
+Usage: ``.venv/bin/python bench/stacks.py FILE... [--top 25] [--frames] [--only TEXT]
+[--skip TEXT]`` (``--frames``: by innermost function instead of module; ``--only``/``--skip``:
+the stacks that name, or do not name, a frame containing TEXT).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def main() -> None:
     parser.add_argument("files", nargs="+")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--frames", action="store_true")
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--skip", action="append", default=[])
     args = parser.parse_args()
     for name in args.files:
         by_place: collections.Counter[str] = collections.Counter()
@@ -38,6 +41,10 @@ def main() -> None:
         with open(name) as lines:
             for line in lines:
                 stack, _, count = line.rstrip().rpartition(" ")
+                if args.only and not any(text in stack for text in args.only):
+                    continue
+                if any(text in stack for text in args.skip):
+                    continue
                 frames = stack.split(";")
                 samples = int(count)
                 total += samples
