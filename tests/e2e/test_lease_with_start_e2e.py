@@ -15,7 +15,7 @@ from orbit_sdk import Client
 from orbit_store.schema import task_events
 
 from .conftest import Tenant, wait_until
-from .test_monitoring import scrape, value
+from .server.test_monitoring import scrape, value
 
 pytestmark = pytest.mark.slow
 

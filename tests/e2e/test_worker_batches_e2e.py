@@ -12,7 +12,7 @@ import pytest
 from orbit_sdk import Client
 
 from .conftest import Tenant, wait_until
-from .test_monitoring import scrape, value
+from .server.test_monitoring import scrape, value
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from orbit_store.db import create_store_engine
 from orbit_store.upgrade import migrate
 from orbit_store.upgrade.compatibility import Verdict, min_code_revision
 
-from .conftest import ORBIT, Server, free_port, is_ready, start_server, stop_server, wait_until
+from ..conftest import ORBIT, Server, free_port, is_ready, start_server, stop_server, wait_until
 
 HEAD = migrate.head_revision()
 assert HEAD is not None

@@ -23,7 +23,7 @@ from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.fencing import SYSTEM_NAMESPACE
 
-from .conftest import ORBIT, ROOT, Server, Tenant, start_server, stop_server, wait_until
+from ..conftest import ORBIT, ROOT, Server, Tenant, start_server, stop_server, wait_until
 
 if TYPE_CHECKING:
     from conftest import Backups  # tests/conftest.py

@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from orbit_sdk import Client, RetryPolicy
 from orbit_store.schema import tasks
 
-from .conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
+from ..conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
 
 SUBMITTERS = 6
 EACH = 5

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client
 
-from .conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
+from ..conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -20,9 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from orbit_sdk import Client
 
-from .conftest import ROOT, Server, Tenant, free_port, make_tenant, wait_for_http, wait_until
+from ..conftest import ROOT, Server, Tenant, free_port, make_tenant, wait_for_http, wait_until
+from ..receiver import new_secret
 from .expected_metrics import OPERATOR_METRICS, SERVER_METRICS
-from .receiver import new_secret
 
 RULES = ROOT / "deploy" / "prometheus" / "orbit-rules.yaml"
 MONITORING_DOC = ROOT / "docs" / "operations" / "monitoring.md"

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from orbit_store.db import create_store_engine
 
-from .conftest import (
+from ..conftest import (
     Server,
     Tenant,
     make_tenant,
