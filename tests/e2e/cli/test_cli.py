@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from orbit.api.transport.auth import CACHE_SECONDS
 from orbit_store.schema import task_events
 
-from .conftest import (
+from ..conftest import (
     ORBIT,
     ROOT,
     Server,

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from orbit_sdk import Client
 from orbit_sdk.outbox import OutboxSubmission, Relay, RelayPolicy, enqueue
 
-from .conftest import ORBIT, ROOT, Server, Tenant, load_example, make_tenant
+from ..conftest import ORBIT, ROOT, Server, Tenant, load_example, make_tenant
 
 shop_example = load_example("outbox/shop.py")
 Base, outbox, place_order, relay_now = (
@@ -87,7 +87,7 @@ def test_a_relay_crash_after_submit_before_mark_is_resolved_by_a_replay(
         [
             sys.executable,
             "-m",
-            "tests.e2e.outbox_crash",
+            "tests.e2e.cli.outbox_crash",
             str(shop.url),
             tenant.server.url,
             tenant.token,

@@ -13,7 +13,7 @@ import yaml
 
 from orbit_sdk import Client
 
-from .conftest import ORBIT, ROOT, Tenant, report_unknown_outcome
+from ..conftest import ORBIT, ROOT, Tenant, report_unknown_outcome
 
 
 def orbit(

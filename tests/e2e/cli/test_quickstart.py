@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import ORBIT, ROOT, free_port, wait_until
+from ..conftest import ORBIT, ROOT, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +140,7 @@ def test_dev_delivers_webhooks_to_a_receiver_on_this_machine(tmp_path: Path) -> 
     secrets layout: DIR/<namespace>/<secret_ref>."""
     from orbit_sdk import Client
 
-    from .receiver import Receiver, new_secret
+    from ..receiver import Receiver, new_secret
 
     receiver = Receiver(new_secret()).start()
     secrets = tmp_path / "webhook-secrets"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pexpect
 
-from .conftest import ROOT, free_port
+from ..conftest import ROOT, free_port
 
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.M | re.S)
 EXPECTED_EXIT = re.compile(r"\s#\s*exit (\d+)\b")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from ..conftest import ROOT
 from .runnable_docs import Session, documents_with_runnable_blocks, runnable_blocks
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ORBIT, ROOT, free_port, wait_until
+from ..conftest import ORBIT, ROOT, free_port, wait_until
 from .test_quickstart import _ready
 
 pytestmark = pytest.mark.slow
