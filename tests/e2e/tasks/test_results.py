@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from orbit_sdk import AsyncClient, Client, Conflict, Forbidden, ValidationFailed
 from orbit_sdk.webhooks import InvalidWebhook, verify_webhook
 
-from .cli.test_cli import orbit
-from .conftest import Server, Tenant, make_tenant, start_server, stop_server, wait_until
-from .receiver import Receiver, new_secret
+from ..cli.test_cli import orbit
+from ..conftest import Server, Tenant, make_tenant, start_server, stop_server, wait_until
+from ..receiver import Receiver, new_secret
 
 
 @pytest.fixture

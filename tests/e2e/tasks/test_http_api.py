@@ -9,7 +9,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from .conftest import Server, Tenant, make_tenant
+from ..conftest import Server, Tenant, make_tenant
 
 
 def test_fifty_concurrent_identical_submissions_create_one_task_inv6(tenant: Tenant) -> None:

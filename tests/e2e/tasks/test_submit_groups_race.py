@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from orbit_store.schema import submission_keys, task_events, tasks
 
-from .conftest import Server, Tenant, start_server, stop_server
+from ..conftest import Server, Tenant, start_server, stop_server
 
 KEYS = 60
 PROCESSES = 6

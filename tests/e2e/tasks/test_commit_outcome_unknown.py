@@ -20,7 +20,7 @@ from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.upgrade import migrate
 
-from .conftest import Server, start_server, stop_server, wait_until
+from ..conftest import Server, start_server, stop_server, wait_until
 
 pytestmark = pytest.mark.slow
 

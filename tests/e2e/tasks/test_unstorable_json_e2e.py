@@ -15,7 +15,7 @@ import pytest
 
 from orbit_sdk import Client
 
-from .conftest import Tenant
+from ..conftest import Tenant
 
 PROCESSES = 4
 PER_PROCESS = 60

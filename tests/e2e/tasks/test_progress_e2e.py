@@ -12,7 +12,7 @@ import pytest
 
 from orbit_sdk import Client
 
-from .conftest import ORBIT, ROOT, Tenant, wait_until
+from ..conftest import ORBIT, ROOT, Tenant, wait_until
 
 pytestmark = pytest.mark.slow
 

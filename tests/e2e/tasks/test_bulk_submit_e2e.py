@@ -10,7 +10,7 @@ import subprocess
 
 from orbit_sdk import AsyncClient, Client, NotFound
 
-from .conftest import ORBIT, ROOT, Tenant
+from ..conftest import ORBIT, ROOT, Tenant
 
 
 def _orbit(tenant: Tenant, *args: str, stdin: str) -> subprocess.CompletedProcess[str]:
