@@ -187,7 +187,7 @@ class Tenant:
         }
 
     def start_worker(
-        self, spec: str = "tests.e2e.workers:worker", **env: str
+        self, spec: str = "tests.e2e.handlers:worker", **env: str
     ) -> subprocess.Popen[bytes]:
         """An `orbit worker` process; its log (stderr) goes to a file in ``worker_logs``, not
         to a pipe nobody reads, where a chatty worker would block once the pipe is full."""

@@ -1,6 +1,6 @@
 """Worker behaviour that needs no server: registration rules, start-up failures, and that a stop
 request or SIGTERM ends ``run()`` even while the server is unreachable. Draining handlers in
-flight is tested against the real server (tests/e2e/test_worker_e2e.py)."""
+flight is tested against the real server (tests/e2e/workers/test_worker_e2e.py)."""
 
 from __future__ import annotations
 

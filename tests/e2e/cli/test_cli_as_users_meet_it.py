@@ -89,14 +89,14 @@ def test_states_may_be_typed_in_lower_case(tenant: Tenant) -> None:
 
 
 def test_without_a_token_client_commands_and_the_worker_say_so_in_one_line(tenant: Tenant) -> None:
-    for args in (["task", "list"], ["worker", "tests.e2e.workers:worker"]):
+    for args in (["task", "list"], ["worker", "tests.e2e.handlers:worker"]):
         done = orbit(tenant, *args, ORBIT_TOKEN="")
         assert done.returncode == 4, done.stderr
         assert done.stderr.startswith("error: no token") and len(done.stderr.splitlines()) == 1
 
 
 def test_a_worker_with_an_unknown_token_exits_4_without_a_traceback(tenant: Tenant) -> None:
-    done = orbit(tenant, "worker", "tests.e2e.workers:worker", "--token", "orb_unknown_token_123")
+    done = orbit(tenant, "worker", "tests.e2e.handlers:worker", "--token", "orb_unknown_token_123")
     assert done.returncode == 4
     assert (
         "Traceback" not in done.stderr and "error: Missing or invalid bearer token" in done.stderr

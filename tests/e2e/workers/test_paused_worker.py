@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from orbit_store.schema import task_attempts, worker_sessions
 
-from .conftest import Tenant, short_lease_queue, wait_until
+from ..conftest import Tenant, short_lease_queue, wait_until
 
 pytestmark = pytest.mark.slow
 

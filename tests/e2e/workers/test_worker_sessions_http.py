@@ -11,7 +11,7 @@ import httpx
 
 from orbit_sdk import Client
 
-from .conftest import Tenant, wait_until
+from ..conftest import Tenant, wait_until
 
 # The queues' default lease is 30 s: a task freed well within it was freed by the session's end.
 WELL_WITHIN_THE_LEASE = 10.0

@@ -11,7 +11,7 @@ import pytest
 
 from orbit_sdk import Client
 
-from .conftest import ORBIT, ROOT, Tenant, wait_until
+from ..conftest import ORBIT, ROOT, Tenant, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def test_a_worker_told_to_serve_only_some_handlers_is_granted_only_those(
 
 def test_naming_a_handler_the_module_does_not_register_is_a_usage_error(tenant: Tenant) -> None:
     done = subprocess.run(
-        [ORBIT, "worker", "tests.e2e.workers:worker", "--handlers", "e2e.echo,e2e.nope"],
+        [ORBIT, "worker", "tests.e2e.handlers:worker", "--handlers", "e2e.echo,e2e.nope"],
         cwd=ROOT,
         env=tenant.env(),
         capture_output=True,

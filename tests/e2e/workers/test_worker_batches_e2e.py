@@ -11,8 +11,8 @@ import pytest
 
 from orbit_sdk import Client
 
-from .conftest import Tenant, wait_until
-from .server.test_monitoring import scrape, value
+from ..conftest import Tenant, wait_until
+from ..server.test_monitoring import scrape, value
 
 pytestmark = pytest.mark.slow
 

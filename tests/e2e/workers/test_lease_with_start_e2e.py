@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from orbit_sdk import Client
 from orbit_store.schema import task_events
 
-from .conftest import Tenant, wait_until
-from .server.test_monitoring import scrape, value
+from ..conftest import Tenant, wait_until
+from ..server.test_monitoring import scrape, value
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The worker the end-to-end tests run as a real `orbit worker tests.e2e.workers:worker`
+"""The worker the end-to-end tests run as a real `orbit worker tests.e2e.handlers:worker`
 subprocess. Handlers record what happened in files under ORBIT_E2E_DIR so tests can see it."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, Worker
 
-from .conftest import ORBIT, Tenant, short_lease_queue, wait_until
+from ..conftest import ORBIT, Tenant, short_lease_queue, wait_until
 
 pytestmark = pytest.mark.slow
 
