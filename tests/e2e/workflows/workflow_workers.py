@@ -1,5 +1,6 @@
-"""The worker of the workflow crash test (`orbit worker tests.e2e.workflow_workers:worker`):
-quick, safe handlers for a five-step workflow with a parallel branch, a wait and a poll."""
+"""The worker of the workflow crash test
+(`orbit worker tests.e2e.workflows.workflow_workers:worker`): quick, safe handlers for a
+five-step workflow with a parallel branch, a wait and a poll."""
 
 from __future__ import annotations
 

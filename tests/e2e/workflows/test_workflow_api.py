@@ -16,7 +16,7 @@ from orbit_sdk import Client, Forbidden, NotFound
 from orbit_store.db import run_transaction
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 
-from .conftest import FLOW_SPEC, Server, Tenant, flow_admin, make_tenant
+from ..conftest import FLOW_SPEC, Server, Tenant, flow_admin, make_tenant
 
 pytestmark = pytest.mark.slow
 

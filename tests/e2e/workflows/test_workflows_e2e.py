@@ -15,7 +15,7 @@ from orbit_sdk import Client, ValidationFailed
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import tasks
 
-from .conftest import ORBIT, ROOT, Server, make_tenant, wait_until
+from ..conftest import ORBIT, ROOT, Server, make_tenant, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -32,7 +32,7 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import tasks, workflow_instances
 
-from .conftest import ORBIT, ROOT, free_port, wait_until
+from ..conftest import ORBIT, ROOT, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,7 @@ def test_workflows_survive_server_kills_and_each_step_runs_once(
     }
     workers = [
         subprocess.Popen(
-            [ORBIT, "worker", "tests.e2e.workflow_workers:worker"],
+            [ORBIT, "worker", "tests.e2e.workflows.workflow_workers:worker"],
             env=env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
