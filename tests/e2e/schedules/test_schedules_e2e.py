@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, Conflict, ValidationFailed
 
-from .conftest import ORBIT, ROOT, Server, Tenant, make_tenant, wait_until
+from ..conftest import ORBIT, ROOT, Server, Tenant, make_tenant, wait_until
 
 
 def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
