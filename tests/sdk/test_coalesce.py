@@ -2,7 +2,7 @@
 front of canned answers: a request failing as a whole is every caller's failure, as alone; a request
 refused for its body is sent again one submission at a time; a server without ``with_tasks``
 is spoken to one submission at a time from then on. (Their success paths run against the real
-server: tests/e2e/test_submit_coalescing_e2e.py.)"""
+server: tests/e2e/sdk/test_submit_coalescing_e2e.py.)"""
 
 from __future__ import annotations
 

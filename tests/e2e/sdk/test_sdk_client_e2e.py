@@ -12,7 +12,7 @@ import pytest
 
 from orbit_sdk import AsyncClient, Client, TimeoutExpired
 
-from .conftest import Tenant
+from ..conftest import Tenant
 
 
 class CountingTransport(httpx.HTTPTransport):

@@ -18,7 +18,7 @@ import pytest
 
 from orbit_sdk import AsyncClient, Client, IdempotencyConflict, NotFound, Task, ValidationFailed
 
-from .conftest import Tenant
+from ..conftest import Tenant
 
 THREADS = 8
 

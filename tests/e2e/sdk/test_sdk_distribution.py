@@ -18,7 +18,7 @@ import pytest
 
 from orbit_sdk import Client
 
-from .conftest import ROOT, Tenant
+from ..conftest import ROOT, Tenant
 
 pytestmark = pytest.mark.slow
 
