@@ -13,7 +13,7 @@ import httpx
 
 from orbit_sdk import Client
 
-from .conftest import Server, Tenant, lease_and_start
+from ..conftest import Server, Tenant, lease_and_start
 
 LIMIT = 1024 * 1024
 TOO_BIG = {"blob": "x" * (LIMIT + 1)}

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, PayloadTooLarge
 
-from .conftest import Server, Tenant, flow_admin, wait_until
+from ..conftest import Server, Tenant, flow_admin, wait_until
 
 LIMIT = 1024 * 1024
 BLOB = "x" * (LIMIT + 1)

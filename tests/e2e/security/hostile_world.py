@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 
+from ..conftest import Server, make_tenant, short_lease_queue
 from . import hostile
-from .conftest import Server, make_tenant, short_lease_queue
 
 SPEC = {
     "steps": [

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 
-from .conftest import Server, Tenant, make_tenant
+from ..conftest import Server, Tenant, make_tenant
 
 pytestmark = pytest.mark.slow
 

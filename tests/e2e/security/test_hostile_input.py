@@ -23,8 +23,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from ..conftest import Server, make_tenant
 from . import hostile
-from .conftest import Server, make_tenant
 from .hostile_world import Namespace, base_bodies, path_values, populate, snapshot, url_of
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from .conftest import Server, Tenant, make_tenant
+from ..conftest import Server, Tenant, make_tenant
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from orbit_sdk import Client
 
-from .conftest import (
+from ..conftest import (
     ORBIT,
     ROOT,
     Server,
