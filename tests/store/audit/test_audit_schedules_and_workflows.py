@@ -16,10 +16,10 @@ from orbit_store.weave import control
 from orbit_store.weave.definitions import get_definition, publish_audited
 from orbit_store.weave.spec import parse
 
-from .schedule_driver import ScheduleDriver
+from ..schedule_driver import ScheduleDriver
+from ..weave.test_weave_signals import APPROVAL
+from ..weave_driver import WeaveDriver
 from .test_audit import assert_audited_with_the_change
-from .weave.test_weave_signals import APPROVAL
-from .weave_driver import WeaveDriver
 
 
 def audit_rows(driver: ScheduleDriver | WeaveDriver, resource_id: str) -> list[Any]:
