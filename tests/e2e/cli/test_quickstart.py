@@ -193,7 +193,7 @@ def test_ctrl_c_stops_orbit_dev_before_its_workers_long_poll_would_end(tmp_path:
     """Ctrl-C on `orbit dev`: its worker's long poll (60 s here) is answered at once, so the
     worker drains cleanly and the process exits 0 before the poll would have ended by itself,
     never cut off by uvicorn's graceful-shutdown limit. No duration is measured
-    (tests/api/test_long_poll.py shows the answer itself)."""
+    (tests/api/workers/test_long_poll.py shows the answer itself)."""
     import signal as signals
 
     from orbit_sdk import Client

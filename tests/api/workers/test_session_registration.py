@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from orbit_store.schema import worker_sessions
 
-from .conftest import Api
+from ..conftest import Api
 
 
 def _register(api: Api, key: str | None, expect: int = 0) -> Any:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from orbit.api.schemas.batches import WORKER_PROTOCOL
 from orbit_store.schema import task_attempts, task_events, tasks
 
-from .conftest import Api
+from ..conftest import Api
 
 
 def _lease(api: Api, body: dict[str, Any], **kw: Any) -> Any:

@@ -16,7 +16,7 @@ from orbit_store.pulse import service
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import task_attempts, tasks
 
-from .conftest import Api
+from ..conftest import Api
 
 # --- wake-ups ---------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from orbit_store.db import run_transaction
 from orbit_store.pulse.claim.claim import Claimant
 from orbit_store.pulse.workers.sessions import close_session
 
-from .conftest import Api
+from ..conftest import Api
 
 PROBLEMS = "https://orbit.dev/problems/"
 

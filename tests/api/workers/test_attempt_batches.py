@@ -13,7 +13,7 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.fencing import reopen_dispatch
 from orbit_store.recovery.restore_fence import restore_fence
 
-from .conftest import Api
+from ..conftest import Api
 
 PROBLEMS = "https://orbit.dev/problems/"
 

@@ -15,7 +15,7 @@ from orbit_store.db import run_transaction
 from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.workers.sessions import revoke_session
 
-from .conftest import Api
+from ..conftest import Api
 from .test_reports_on_lease import _session, _started, _state
 
 

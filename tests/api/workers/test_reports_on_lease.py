@@ -17,7 +17,7 @@ from orbit_store.pulse import service
 from orbit_store.pulse.workers.sessions import revoke_session
 from orbit_store.schema import task_events, tasks
 
-from .conftest import Api
+from ..conftest import Api
 
 PROBLEMS = "https://orbit.dev/problems/"
 
