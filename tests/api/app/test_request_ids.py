@@ -12,7 +12,7 @@ import pytest
 
 from orbit.api.transport import request_ids
 
-from .conftest import Answer, Api, asgi_request, authed
+from ..conftest import Answer, Api, asgi_request, authed
 
 
 def call(api: Api, path: str, body: Any, **headers: str) -> Answer:

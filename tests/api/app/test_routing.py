@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
 
-from .conftest import http_scope
+from ..conftest import http_scope
 
 
 @pytest.fixture(scope="module")
