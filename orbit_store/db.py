@@ -44,7 +44,7 @@ DATA_ERRORS = frozenset({1048, 1264, 1265, 1292, 1366, 1406, 3140, 3819, 4025, 4
 
 #: Each process's MySQL pool: warm connections, and how many more it may open under load. The
 #: operations docs quote their sum as the most connections one replica opens
-#: (``tests/test_connection_figures.py`` keeps them in step).
+#: (``tests/repo/test_connection_figures.py`` keeps them in step).
 POOL_SIZE = 20
 POOL_MAX_OVERFLOW = 20
 

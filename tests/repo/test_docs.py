@@ -13,7 +13,7 @@ import pytest
 from orbit.reconcile.manifests import KIND_ORDER
 from orbit_store.upgrade import migrate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = sorted(
     {
         ROOT / "README.md",

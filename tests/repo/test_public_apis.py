@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("orbit", "orbit_store", "sdk/orbit_sdk", "operator/orbit_operator")
 LIBRARIES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "httpcore"})
 INTERNAL_MODULES = ("uvicorn.protocols",)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["orbit", "orbit_store", "sdk/orbit_sdk", "operator/orbit_operator"]
 ISSUE = re.compile(r"\bissues? \d+\b", re.IGNORECASE)
 # The commit checker's tests use an issue number as a sample subject it must refuse.
-EXEMPT = {"tests/test_check_commits.py"}
+EXEMPT = {"tests/repo/test_check_commits.py"}
 
 
 def lines_matching(folders: list[str], pattern: re.Pattern[str]) -> list[str]:

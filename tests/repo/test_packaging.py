@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from orbit import __version__
 from orbit.cli.main import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _package_dirs() -> set[str]:

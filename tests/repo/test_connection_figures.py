@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from orbit.cli.processes.server_processes import ENGINE_POOL_SIZE
 from orbit_store.db import create_store_engine
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "operations"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations"
 TIMES = "\u00d7"  # the multiplication sign the docs write
 
 
