@@ -361,7 +361,7 @@ def test_a_default_install_migrates_as_the_admin_user_and_grants_the_servers_own
     default_docs: list[Doc],
 ) -> None:
     """Seed §2, invariant 8: in a default install the server and the operator run as a user
-    the migration hook created with INSERT/SELECT only on audit_log (tests/test_grants.py and
+    the migration hook created with INSERT/SELECT only on audit_log (tests/schema/test_grants.py and
     tests/e2e/security/test_least_privilege.py show the hook does that on MariaDB)."""
     envs = {workload: env_of(c) for workload, _pod, c in containers(default_docs)}
     job = envs["rel-orbit-migrate-1"]
