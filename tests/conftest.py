@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from migrated_databases import MigratedTemplate
 from sqlalchemy.engine import make_url
 from stale_databases import drop_stale_databases, new_database_name, server_url
 
 from orbit_store.db import create_store_engine
-from orbit_store.upgrade import migrate
 
 
 def _create_database() -> str:
@@ -41,16 +41,26 @@ def _drop_database(url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def migrated_database() -> Iterator[Callable[[], str]]:
-    """Make more migrated databases (dropped at the end of the session)."""
+def migrated_template() -> Iterator[MigratedTemplate]:
+    """One migrated database per test process, copied by :func:`migrated_database`; no test
+    writes to it."""
+    url = _create_database()
+    try:
+        yield MigratedTemplate(url)
+    finally:
+        _drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def migrated_database(migrated_template: MigratedTemplate) -> Iterator[Callable[[], str]]:
+    """Make more migrated databases (dropped at the end of the session): copies of the
+    template, equal to a database the migrations made (tests/schema/test_database_clones.py)."""
     made: list[str] = []
 
     def make() -> str:
         url = _create_database()
         made.append(url)
-        engine = create_store_engine(url)
-        migrate.upgrade(engine)
-        engine.dispose()
+        migrated_template.copy_into(url)
         return url
 
     yield make
@@ -69,13 +79,11 @@ def empty_mariadb_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def mariadb_url() -> Iterator[str]:
+def mariadb_url(migrated_template: MigratedTemplate) -> Iterator[str]:
     """One migrated database for the whole session; tests isolate themselves by namespace."""
     url = _create_database()
-    engine = create_store_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
     try:
+        migrated_template.copy_into(url)
         yield url
     finally:
         _drop_database(url)
