@@ -25,6 +25,7 @@ from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.pulse.limits.queues import put_queue
 from orbit_store.pulse.model import QueuePolicy
+from orbit_store.schedules.declare import delete_declared_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
@@ -253,6 +254,14 @@ def tenant(server: Server, mariadb_engine: sa.Engine) -> Iterator[Tenant]:
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def delete_schedules(engine: sa.Engine, namespace: str, *names: str) -> None:
+    """Delete a test's schedules when it ends: left behind, a schedule firing every second keeps
+    making tasks nobody runs for the rest of the session, for every server on the database."""
+    for name in names:
+        with engine.begin() as conn:
+            delete_declared_schedule(conn, namespace, name)
 
 
 def lease_and_start(tenant: Tenant) -> tuple[str, str]:

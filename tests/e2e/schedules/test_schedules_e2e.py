@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client, Conflict, ValidationFailed
 
-from ..conftest import ORBIT, ROOT, Server, Tenant, make_tenant, wait_until
+from ..conftest import ORBIT, ROOT, Server, Tenant, delete_schedules, make_tenant, wait_until
 
 
 def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -25,8 +25,15 @@ def orbit(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 
 def test_apply_a_schedule_the_server_fires_it_a_worker_runs_it_and_get_shows_it(
-    tenant: Tenant, tmp_path: Path
+    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
 ) -> None:
+    try:
+        apply_and_watch_a_schedule_fire(tenant, tmp_path)
+    finally:
+        delete_schedules(mariadb_engine, tenant.namespace, "heartbeat")
+
+
+def apply_and_watch_a_schedule_fire(tenant: Tenant, tmp_path: Path) -> None:
     manifest = tmp_path / "schedule.yaml"
     manifest.write_text(
         "apiVersion: orbit.dev/v1alpha1\nkind: Schedule\n"
@@ -74,7 +81,7 @@ def test_apply_a_schedule_the_server_fires_it_a_worker_runs_it_and_get_shows_it(
 
 
 def test_replace_never_runs_the_new_task_beside_the_one_it_replaces(
-    tenant: Tenant, tmp_path: Path
+    tenant: Tenant, tmp_path: Path, mariadb_engine: sa.Engine
 ) -> None:
     """concurrencyPolicy Replace as a CronJob has it: each fire asks the running task to stop
     and its own task starts only once that one has ended — here the handler ignores the request
@@ -88,20 +95,23 @@ def test_replace_never_runs_the_new_task_beside_the_one_it_replaces(
             params={"seconds": 3},
             concurrency_policy="Replace",
         )
-    tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="4")
-    log = tmp_path / "alone"
+    try:
+        tenant.start_worker(ORBIT_E2E_DIR=str(tmp_path), ORBIT_E2E_CONCURRENCY="4")
+        log = tmp_path / "alone"
 
-    def three_ended() -> list[str] | None:
-        found = log.read_text().splitlines() if log.exists() else []
-        return found if sum(line.startswith("end ") for line in found) >= 3 else None
+        def three_ended() -> list[str] | None:
+            found = log.read_text().splitlines() if log.exists() else []
+            return found if sum(line.startswith("end ") for line in found) >= 3 else None
 
-    found = [line.split() for line in wait_until(three_ended, timeout=60)]
-    runs = len(found) // 2
-    assert [kind for kind, _ in found[: 2 * runs]] == ["start", "end"] * runs, found
-    assert all(found[2 * i][1] == found[2 * i + 1][1] for i in range(runs)), found
-    with Client(tenant.server.url, token=tenant.token) as client:
-        view = client.get_schedule(tenant.namespace, "replacing", occurrences=50)
-    assert "Replaced" in {o.reason for o in view.occurrences}
+        found = [line.split() for line in wait_until(three_ended, timeout=60)]
+        runs = len(found) // 2
+        assert [kind for kind, _ in found[: 2 * runs]] == ["start", "end"] * runs, found
+        assert all(found[2 * i][1] == found[2 * i + 1][1] for i in range(runs)), found
+        with Client(tenant.server.url, token=tenant.token) as client:
+            view = client.get_schedule(tenant.namespace, "replacing", occurrences=50)
+        assert "Replaced" in {o.reason for o in view.occurrences}
+    finally:
+        delete_schedules(mariadb_engine, tenant.namespace, "replacing")
 
 
 def test_schedules_through_the_sdk_and_http(tenant: Tenant) -> None:

@@ -23,7 +23,16 @@ import sqlalchemy as sa
 
 from orbit_sdk import Client
 
-from ..conftest import Server, Tenant, is_ready, make_tenant, start_server, stop_server, wait_until
+from ..conftest import (
+    Server,
+    Tenant,
+    delete_schedules,
+    is_ready,
+    make_tenant,
+    start_server,
+    stop_server,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -153,14 +162,19 @@ def test_one_submission_many_waiting_requests_one_grant_inv2(
     assert granted == [task_id]
 
 
-def test_a_schedule_firing_wakes_a_waiting_worker(everyone: Tenant) -> None:
+def test_a_schedule_firing_wakes_a_waiting_worker(
+    everyone: Tenant, mariadb_engine: sa.Engine
+) -> None:
     poll = Poll(everyone)
     with Client(everyone.server.url, token=everyone.token) as client:
         client.create_schedule(
             everyone.namespace, "every-second", cron="* * * * * *", handler="e2e.scheduled"
         )
     created = time.monotonic()
-    assert [lease["handler"] for lease in poll.result()] == ["e2e.scheduled"]
+    try:
+        assert [lease["handler"] for lease in poll.result()] == ["e2e.scheduled"]
+    finally:
+        delete_schedules(mariadb_engine, everyone.namespace, "every-second")
     # The first instant (≤ 1 s) plus a scheduler pass (1 s) plus the probe: not the 30 s poll.
     assert poll.returned_at - created < 2.0 + PROMPT
 
