@@ -423,6 +423,7 @@ def test_random_operation_sequences_only_reach_legal_states_on_mariadb(
     _run(mariadb_engine, examples=25)
 
 
+@pytest.mark.slow  # a stateful test: the slow tier, as on MariaDB
 def test_random_operation_sequences_only_reach_legal_states_on_sqlite(
     sqlite_engine: sa.Engine,
 ) -> None:
