@@ -153,9 +153,15 @@ def admit(conn: sa.Connection, request: SubmitRequest) -> Admission:
     return admit_in(conn, request, lock_submission_scope(conn, request.namespace, request.queue))
 
 
-def admit_in(conn: sa.Connection, request: SubmitRequest, scope: SubmissionScope) -> Admission:
+def admit_in(
+    conn: sa.Connection,
+    request: SubmitRequest,
+    scope: SubmissionScope,
+    gate_open: bool | None = None,
+) -> Admission:
     """``admit`` with the queue's scope already read (a batch reads it once per queue); the
-    request is dated by the time read with the scope."""
+    request is dated by the time read with the scope. ``gate_open``: the request's gate as a
+    batch read it (shared lock, :func:`gates_open_for`), else read here."""
     policy = scope.policy
     if policy is None:
         raise NotFound(
@@ -173,7 +179,9 @@ def admit_in(conn: sa.Connection, request: SubmitRequest, scope: SubmissionScope
         available_at = request.available_at
     else:
         available_at = now + dt.timedelta(seconds=request.delay_seconds or 0)
-    return Admission(policy, scope.has_quotas, now, available_at, gate_open_for(conn, request))
+    if gate_open is None:
+        gate_open = gate_open_for(conn, request)
+    return Admission(policy, scope.has_quotas, now, available_at, gate_open)
 
 
 def enter(conn: sa.Connection, request: SubmitRequest, admission: Admission) -> SubmitResult:
@@ -287,6 +295,23 @@ def gate_open_for(conn: sa.Connection, request: SubmitRequest) -> bool:
     if allowed is None:
         raise NotFound(f"execution gate {request.gate_id} not found in {request.namespace!r}")
     return bool(allowed)
+
+
+def gates_open_for(conn: sa.Connection, namespace: str, gate_ids: set[str]) -> dict[str, bool]:
+    """gate id -> open, for the gates of a batch in one read under a shared lock (by id, the
+    order every batch takes them in); a gate not in the namespace is absent."""
+    if not gate_ids:
+        return {}
+    rows = conn.execute(
+        sa.select(execution_gates.c.id, execution_gates.c.allowed)
+        .where(
+            execution_gates.c.namespace == namespace,
+            execution_gates.c.id.in_(sorted(gate_ids)),
+        )
+        .order_by(execution_gates.c.id)
+        .with_for_update(read=True)
+    )
+    return {gate_id: bool(allowed) for gate_id, allowed in rows}
 
 
 def first_path(

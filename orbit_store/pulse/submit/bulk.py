@@ -12,9 +12,10 @@ one — ``replayed`` with the earlier item's task when the two requests are iden
 ``conflict`` when they differ. No key ever names two tasks.
 
 How: the keys of the whole batch are looked up in one statement; each queue's scope (namespace
-and queue rows, shared lock) is read once; then each new item is written. An item that needs
-per-item locks (a quota, a concurrency key or a gate) goes through ``enter`` inside its own
-SAVEPOINT, so a refusal rolls back only what it wrote. Every other item's task, key and event
+and queue rows, shared lock) is read once, the batch's execution gates in one read (shared
+lock); then each new item is written. An item that needs per-item locks or counts (a quota or a
+concurrency key) goes through ``enter`` inside its own SAVEPOINT, so a refusal rolls back only
+what it wrote. Every other item's task, key and event
 rows are inserted together at the end, three multi-row INSERTs for the batch. Lock order as in
 ``submit_task``: namespace/queue (shared) → gate → key → quota rows → inserts.
 """
@@ -38,6 +39,7 @@ from orbit_store.pulse.submit.accept import (
     admit_in,
     enter,
     first_path,
+    gates_open_for,
     task_row,
 )
 from orbit_store.schema import submission_keys, tasks
@@ -95,12 +97,16 @@ def submit_tasks(
         queue: lock_submission_scope(conn, namespace, queue)
         for queue in sorted({requests[i].queue for i in fresh})
     }
+    gates = gates_open_for(conn, namespace, {g for i in fresh if (g := requests[i].gate_id)})
     rows: list[tuple[SubmitRequest, str, dict[str, Any]]] = []  # with each request's digest
     for index in fresh:
         request = requests[index]
+        gate_id = request.gate_id
         try:
-            admission = admit_in(conn, request, scopes[request.queue])
-            if admission.has_quotas or request.concurrency_key or request.gate_id:
+            # A gate read absent is a gate not found: admit_in reads it again, and says so.
+            gate_open = gates.get(gate_id) if gate_id is not None else True
+            admission = admit_in(conn, request, scopes[request.queue], gate_open)
+            if admission.has_quotas or request.concurrency_key:
                 with conn.begin_nested():
                     results[index] = BatchItemResult(enter(conn, request, admission))
                 continue
