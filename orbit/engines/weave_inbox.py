@@ -48,7 +48,7 @@ def inbox_pass(
         observe(report, LOOP, metrics, notify)
         total.reports += report.reports
         total.errors += report.errors
-        if len(report.reports) + report.errors < BATCH:
+        if report.due < BATCH:
             break
     return total
 

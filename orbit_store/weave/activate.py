@@ -23,6 +23,7 @@ from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
 from . import cel, waits
+from .buffered import Submission
 from .context import InstanceContext, LostRace, Step
 from .model import ACTOR_PREFIX, PollOutcome, RoundState, StepState, WaitState
 from .spec import TaskTemplate
@@ -163,6 +164,10 @@ def submit_step_task(
         workflow_activation_id=activation_id,
         submitted_by=ACTOR_PREFIX + inst.id,
     )
+    if ctx.writes is not None:  # submitted with the set's others (``set_writes``)
+        placeholder = f"pending-task:{new_id()}"
+        ctx.writes.submissions.append(Submission(placeholder, request, queue, handler))
+        return CreatedTask(placeholder, queue, handler)
     try:
         result = submit_task(ctx.conn, request)
     except (NotFound, Conflict, InvalidRequest) as exc:  # raised before Pulse wrote anything

@@ -26,6 +26,7 @@ from orbit_store.schema import (
     workflow_waits,
 )
 
+from .buffered import InstanceWrites
 from .definitions import load_version
 from .model import AdvanceReport, InstanceState, SignalState, StepState, WaitState
 from .spec import Definition
@@ -86,6 +87,8 @@ class InstanceContext:
     timers_changed: bool = False
     #: The due timers fired in this transaction (a recorded timer failure is over).
     timers_fired: bool = False
+    #: Set while the instance is decided in a set: its writes are held here (``buffered``).
+    writes: InstanceWrites | None = None
     _events: list[dict[str, Any]] = field(default_factory=list)
     _signals: dict[str, Any] | None = None
 
@@ -137,8 +140,8 @@ class InstanceContext:
         """Write the events, the timer key and the event counter back to the instance row."""
         inst = self.instance
         values: dict[str, Any] = {}
+        rows: list[dict[str, Any]] = []
         if self._events:
-            rows = []
             for offset, event in enumerate(self._events, start=1):
                 rows.append(
                     {
@@ -150,7 +153,8 @@ class InstanceContext:
                         **event,
                     }
                 )
-            self.conn.execute(workflow_events.insert(), rows)
+            if self.writes is None:
+                self.conn.execute(workflow_events.insert(), rows)
             values["event_seq"] = inst.event_seq + len(rows)
             values["updated_at"] = self.now
         if self.timers_changed or (inst.state.is_terminal and inst.wake_at is not None):
@@ -159,6 +163,19 @@ class InstanceContext:
             values.update(timer_failures=None, timer_retry_at=None, timer_error=None)
         if not values:
             return
+        if self.writes is not None:
+            self.writes.events.extend(rows)
+            self.writes.instance.update(values)
+        else:
+            self._write_instance(values)
+        inst.event_seq = values.get("event_seq", inst.event_seq)
+        inst.wake_at = values.get("wake_at", inst.wake_at)
+        inst.timer_failures = values.get("timer_failures", inst.timer_failures)
+        self._events.clear()
+        self.timers_changed = False
+
+    def _write_instance(self, values: dict[str, Any]) -> None:
+        inst = self.instance
         updated = self.conn.execute(
             workflow_instances.update()
             .where(
@@ -169,11 +186,6 @@ class InstanceContext:
         )
         if updated.rowcount != 1:
             raise LostRace(f"workflow instance {inst.id} changed under its lock")
-        inst.event_seq = values.get("event_seq", inst.event_seq)
-        inst.wake_at = values.get("wake_at", inst.wake_at)
-        inst.timer_failures = values.get("timer_failures", inst.timer_failures)
-        self._events.clear()
-        self.timers_changed = False
 
     def _next_wake(self) -> dt.datetime | None:
         if self.instance.state.is_terminal:
@@ -218,6 +230,21 @@ def lock_instance(
     ).one_or_none()
     if row is None:
         raise NotFound(f"workflow {instance_id} not found in namespace {namespace!r}")
+    steps = conn.execute(
+        sa.select(workflow_steps).where(workflow_steps.c.instance_id == instance_id)
+    )
+    return context_of(conn, row, list(steps), actor=actor, max_payload_bytes=max_payload_bytes)
+
+
+def context_of(
+    conn: sa.Connection,
+    row: Any,
+    step_rows: list[Any],
+    *,
+    actor: str | None = None,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> InstanceContext:
+    """The context of an instance row read under lock (with ``db_now``) and its step rows."""
     instance = Instance(
         id=row.id,
         namespace=row.namespace,
@@ -249,9 +276,7 @@ def lock_instance(
             result=s.result,
             error=s.error,
         )
-        for s in conn.execute(
-            sa.select(workflow_steps).where(workflow_steps.c.instance_id == instance_id)
-        )
+        for s in step_rows
     }
     return InstanceContext(
         conn=conn,
@@ -259,7 +284,7 @@ def lock_instance(
         now=as_db_time(conn, row.db_now),
         definition=load_version(conn, row.definition_version_id),
         steps=steps,
-        report=AdvanceReport(namespace=namespace),
+        report=AdvanceReport(namespace=row.namespace),
         actor=actor,
         max_payload_bytes=max_payload_bytes,
     )

@@ -158,6 +158,13 @@ def _apply(ctx: InstanceContext, message: Any) -> tuple[str, Step | None]:
     activation = ctx.conn.execute(
         sa.select(workflow_activations).where(workflow_activations.c.id == message.activation_id)
     ).one_or_none()
+    return apply_outcome(ctx, message, activation)
+
+
+def apply_outcome(ctx: InstanceContext, message: Any, activation: Any) -> tuple[str, Step | None]:
+    """Apply the outcome to its activation row as read (None: there is none)."""
+    if ctx.instance.state.is_terminal:
+        return f"ignored: workflow is {ctx.instance.state.value}", None
     if activation is None or activation.instance_id != ctx.instance.id:
         return "ignored: no such activation", None
     step = ctx.steps[activation.step_name]

@@ -8,6 +8,7 @@ counted and retried later, never stopping the pass.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,12 +22,14 @@ from orbit_store.errors import CommitOutcomeUnknown
 from orbit_store.passes import ItemPass
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
-from . import inbox, timers
+from . import inbox, inbox_set, timers
 from .definitions import publish_audited
 from .model import AdvanceReport, PublishResult, SignalResult, StartResult
 from .signals import accept_signal
 from .spec import parse
 from .start import StartRequest, find_started, start_workflow
+
+log = logging.getLogger(__name__)
 
 #: The engine loops these passes run in (``orbit_engine_item_errors_total{loop}``).
 INBOX_LOOP, TIMERS_LOOP = "weave-inbox", "weave-timers"
@@ -103,6 +106,8 @@ class PassReport:
 
     reports: list[AdvanceReport] = field(default_factory=list)
     errors: int = 0
+    #: Items the pass found due (a full pass means more may be waiting).
+    due: int = 0
 
 
 Item = TypeVar("Item")
@@ -143,14 +148,41 @@ def consume_pass(
     workers: int = 1,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
-    """Consume due inbox rows, each in its own transaction; rows of one instance in order,
-    instances side by side on ``workers`` threads. A failing row backs off and stays."""
+    """Consume due inbox rows: the instances they belong to in sets (``inbox_set``: one
+    transaction per set, sets side by side on ``workers`` threads), an instance the set path
+    leaves alone row by row in its own transactions (each instance's rows in order). A failing
+    row backs off and stays."""
     due_rows = run_transaction(
         engine, functools.partial(inbox.due_messages, limit=limit, namespace=namespace)
     )
     by_instance: dict[str, list[inbox.Due]] = {}
     for due in due_rows:
         by_instance.setdefault(due.instance_id, []).append(due)
+    by_namespace: dict[str, list[str]] = {}
+    for instance_id, rows in by_instance.items():
+        by_namespace.setdefault(rows[0].namespace, []).append(instance_id)
+    size = inbox_set.SET_SIZE
+    sets = [
+        (ns, ids[first : first + size])
+        for ns, ids in by_namespace.items()
+        for first in range(0, len(ids), size)
+    ]
+    threads = 1 if is_sqlite(engine) else workers
+    report, lock = PassReport(due=len(due_rows)), threading.Lock()
+    alone: list[str] = []
+
+    def run_set(item: tuple[str, list[str]]) -> None:
+        outcome = _consume_set(engine, item[0], item[1], max_payload_bytes)
+        with lock:
+            report.reports += outcome.reports
+            alone.extend(outcome.alone)
+
+    if threads <= 1 or len(sets) <= 1:
+        for item in sets:
+            run_set(item)
+    else:
+        with ThreadPoolExecutor(min(threads, len(sets)), "orbit-weave-set") as pool:
+            list(pool.map(run_set, sets))
 
     def work(items: ItemPass, due: inbox.Due) -> AdvanceReport | None:
         return items.run(
@@ -167,7 +199,36 @@ def consume_pass(
         )
 
     items = ItemPass(engine, INBOX_LOOP)
-    return _run_groups(list(by_instance.values()), work, items, 1 if is_sqlite(engine) else workers)
+    single = _run_groups([by_instance[i] for i in alone], work, items, threads)
+    report.reports += single.reports
+    report.errors = single.errors
+    return report
+
+
+def _consume_set(
+    engine: sa.Engine, namespace: str, instance_ids: list[str], max_payload_bytes: int
+) -> inbox_set.SetOutcome:
+    """One set in its own transaction; instances whose step tasks Pulse refused are taken out
+    and the set decided again. A set that fails as a whole leaves every instance alone."""
+    left_out: set[str] = set()
+    for _ in range(3):
+        work = functools.partial(
+            inbox_set.consume_set,
+            namespace=namespace,
+            instance_ids=[i for i in instance_ids if i not in left_out],
+            max_payload_bytes=max_payload_bytes,
+        )
+        try:
+            outcome = run_transaction(engine, work)
+        except inbox_set.SetRefused as refused:
+            left_out |= refused.instance_ids
+            continue
+        except Exception as exc:
+            log.warning("inbox set of %d failed, consumed alone: %s", len(instance_ids), exc)
+            return inbox_set.SetOutcome(alone=list(instance_ids))
+        outcome.alone += sorted(left_out)
+        return outcome
+    return inbox_set.SetOutcome(alone=list(instance_ids))
 
 
 def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:

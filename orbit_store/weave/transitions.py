@@ -55,6 +55,19 @@ def move_instance(ctx: InstanceContext, to: InstanceState, *, reason: str, **val
         raise ValueError(f"illegal workflow move {inst.state} -> {to} for {inst.id}")
     if to.is_terminal:
         values["finished_at"] = ctx.now
+    moved = dict(state=to.value, state_version=inst.state_version + 1, updated_at=ctx.now)
+    if ctx.writes is not None:
+        ctx.writes.instance.update(moved, **values)
+    else:
+        _write_instance(ctx, moved, values)
+    inst.state, inst.state_version = to, inst.state_version + 1
+    inst.finished_at = values.get("finished_at", inst.finished_at)
+    ctx.report.finished = to
+    ctx.event(f"instance.{to.value.lower()}", details={"reason": reason, **_shown(values)})
+
+
+def _write_instance(ctx: InstanceContext, moved: dict[str, Any], values: dict[str, Any]) -> None:
+    inst = ctx.instance
     updated = ctx.conn.execute(
         workflow_instances.update()
         .where(
@@ -62,14 +75,10 @@ def move_instance(ctx: InstanceContext, to: InstanceState, *, reason: str, **val
             workflow_instances.c.state == inst.state.value,
             workflow_instances.c.state_version == inst.state_version,
         )
-        .values(state=to.value, state_version=inst.state_version + 1, updated_at=ctx.now, **values)
+        .values(**moved, **values)
     )
     if updated.rowcount != 1:
         raise LostRace(f"workflow {inst.id} moved on from {inst.state}@{inst.state_version}")
-    inst.state, inst.state_version = to, inst.state_version + 1
-    inst.finished_at = values.get("finished_at", inst.finished_at)
-    ctx.report.finished = to
-    ctx.event(f"instance.{to.value.lower()}", details={"reason": reason, **_shown(values)})
 
 
 def set_control(ctx: InstanceContext, *, paused: bool, control_version: int) -> None:
@@ -98,20 +107,22 @@ def open_activation(ctx: InstanceContext, step: Step, activation_id: str, **valu
     """PENDING → ACTIVE with a new activation (seq = previous count + 1); returns its id."""
     _check(step, S.ACTIVE)
     seq = step.activation_count + 1
-    ctx.conn.execute(
-        workflow_activations.insert().values(
-            id=activation_id,
-            instance_id=ctx.instance.id,
-            namespace=ctx.namespace,
-            step_name=step.name,
-            seq=seq,
-            kind=step.kind,
-            state=S.ACTIVE.value,
-            rounds_used=0,
-            created_at=ctx.now,
-            **values,
-        )
+    row = dict(
+        id=activation_id,
+        instance_id=ctx.instance.id,
+        namespace=ctx.namespace,
+        step_name=step.name,
+        seq=seq,
+        kind=step.kind,
+        state=S.ACTIVE.value,
+        rounds_used=0,
+        created_at=ctx.now,
+        **values,
     )
+    if ctx.writes is not None:
+        ctx.writes.activation_rows[activation_id] = row
+    else:
+        ctx.conn.execute(workflow_activations.insert().values(**row))
     _update_step(
         ctx,
         step,
@@ -163,6 +174,13 @@ def _check(step: Step, to: StepState) -> None:
 
 
 def _update_step(ctx: InstanceContext, step: Step, to: StepState, **values: Any) -> None:
+    if ctx.writes is not None:
+        ctx.writes.move_step(
+            step.id, step.state.value, dict(state=to.value, updated_at=ctx.now, **values)
+        )
+        step.state = to
+        ctx.report.step_changes += 1
+        return
     updated = ctx.conn.execute(
         workflow_steps.update()
         .where(workflow_steps.c.id == step.id, workflow_steps.c.state == step.state.value)
@@ -180,6 +198,13 @@ def _move_activation(
     if (step.state, to) not in ACTIVATION_MOVES:
         raise ValueError(f"illegal activation move {step.state} -> {to} for step {step.name}")
     extra = {"next_poll_at": None} if to in SETTLED and step.kind == "poll" else {}
+    if ctx.writes is not None:
+        assert step.current_activation_id is not None
+        ctx.writes.move_activation(
+            step.current_activation_id, step.state.value, dict(state=to.value, **values, **extra)
+        )
+        ctx.timers_changed = ctx.timers_changed or bool(extra)
+        return
     updated = ctx.conn.execute(
         workflow_activations.update()
         .where(

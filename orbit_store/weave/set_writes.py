@@ -1,0 +1,191 @@
+"""Writing a set of instances' held-back moves (``buffered``) in a constant number of statements,
+whatever the set's size (seed §5 "内部事件消费", invariants 6 and 9):
+
+1. the step tasks of every instance through the set-based submission (``submit_tasks``: one
+   multi-row INSERT per table per chunk; idempotency keys from the activations as on the single
+   path, invariant 6) — an item Pulse refuses (a quota, a queue) raises :class:`SetRefused`
+   naming its instance, and the caller decides the set again without it;
+2. one multi-row INSERT of the new activations (with their tasks' ids) and one of the events;
+3. one UPDATE each for the steps, the activations and the instances: every row's new values by
+   ``CASE id``, guarded by the (id, state) — for an instance (id, state_version, event_seq) —
+   it was read in under the instance lock, with the affected-row count checked;
+4. one UPDATE marking the set's inbox rows consumed, each with what it did.
+
+The step change and the task that serves the next step still commit together (invariant 9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from orbit_store.pulse.model import WaitPath
+from orbit_store.pulse.submit.bulk import SUB_BATCH, submit_tasks
+from orbit_store.schema import (
+    workflow_activations,
+    workflow_events,
+    workflow_inbox,
+    workflow_instances,
+    workflow_steps,
+)
+
+from .buffered import InstanceWrites
+from .context import InstanceContext, LostRace
+
+
+class SetRefused(Exception):
+    """Pulse refused some of the set's step tasks: nothing of the set may commit; the set is
+    decided again without these instances, which are advanced alone."""
+
+    def __init__(self, instance_ids: set[str]) -> None:
+        super().__init__(f"step tasks refused for {len(instance_ids)} instance(s)")
+        self.instance_ids = instance_ids
+
+
+def write_set(
+    conn: sa.Connection,
+    namespace: str,
+    contexts: Sequence[InstanceContext],
+    consumed: dict[str, str],
+) -> None:
+    """Write what ``contexts`` held back, and mark the inbox rows ``consumed`` (id → outcome)."""
+    held = [(ctx, ctx.writes) for ctx in contexts if ctx.writes is not None]
+    _submit(conn, namespace, held)
+    activations = [row for _, w in held for row in w.activation_rows.values()]
+    if activations:
+        conn.execute(workflow_activations.insert(), _same_keys(activations))
+    events = [row for _, w in held for row in w.events]
+    if events:
+        conn.execute(workflow_events.insert(), _same_keys(events))
+    _update_each(
+        conn,
+        workflow_steps,
+        {(key, u.expected): u.values for _, w in held for key, u in w.steps.items()},
+    )
+    _update_each(
+        conn,
+        workflow_activations,
+        {(key, u.expected): u.values for _, w in held for key, u in w.activations.items()},
+    )
+    _update_instances(conn, [(ctx.instance.id, w) for ctx, w in held if w.instance])
+    _mark_consumed(conn, contexts[0].now if contexts else None, consumed)
+
+
+def _submit(
+    conn: sa.Connection, namespace: str, held: list[tuple[InstanceContext, InstanceWrites]]
+) -> None:
+    """Every held step task, in chunks of one set-based submission; each placeholder id
+    replaced by the task's in the rows that name it."""
+    items = [(ctx, sub) for ctx, w in held for sub in w.submissions]
+    task_ids: dict[str, str] = {}
+    refused: set[str] = set()
+    for first in range(0, len(items), SUB_BATCH):
+        chunk = items[first : first + SUB_BATCH]
+        results = submit_tasks(
+            conn, namespace=namespace, requests=[s.request for _, s in chunk], look_up_keys=False
+        )
+        for (ctx, sub), item in zip(chunk, results, strict=True):
+            if item.result is None or item.result.replayed:
+                refused.add(ctx.instance.id)
+                continue
+            task_ids[sub.placeholder] = item.result.task_id
+            if item.result.wait_path is WaitPath.READY:
+                ctx.report.ready_tasks.append((sub.queue, sub.handler))
+    if refused:
+        raise SetRefused(refused)
+    for _, w in held:
+        for row in w.activation_rows.values():
+            if row.get("task_id") in task_ids:
+                row["task_id"] = task_ids[row["task_id"]]
+        for event in w.events:
+            details = event.get("details")
+            if isinstance(details, dict) and details.get("task_id") in task_ids:
+                event["details"] = {**details, "task_id": task_ids[details["task_id"]]}
+
+
+def _same_keys(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One multi-row INSERT needs the same columns in every row (a column some rows leave out
+    is NULL in them, as it would be inserted alone)."""
+    keys = {key for row in rows for key in row}
+    return [{key: row.get(key) for key in keys} for row in rows]
+
+
+def _value(table: sa.Table, column: str, value: Any) -> Any:
+    if value is None:
+        return sa.null()
+    return sa.literal(value, type_=table.c[column].type)
+
+
+def _update_each(
+    conn: sa.Connection, table: sa.Table, updates: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """Each row (id, state read under lock) → its values, in one guarded UPDATE."""
+    if not updates:
+        return
+    columns = sorted({column for values in updates.values() for column in values})
+    moves = {
+        column: sa.case(
+            {
+                row_id: _value(table, column, values[column])
+                for (row_id, _), values in updates.items()
+                if column in values
+            },
+            value=table.c.id,
+            else_=table.c[column],
+        )
+        for column in columns
+    }
+    updated = conn.execute(
+        table.update().where(sa.tuple_(table.c.id, table.c.state).in_(list(updates))).values(moves)
+    )
+    if updated.rowcount != len(updates):
+        raise LostRace(f"{table.name}: {updated.rowcount} of {len(updates)} rows moved")
+
+
+def _update_instances(conn: sa.Connection, held: list[tuple[str, InstanceWrites]]) -> None:
+    if not held:
+        return
+    table = workflow_instances
+    columns = sorted({column for _, w in held for column in w.instance})
+    moves = {
+        column: sa.case(
+            {
+                instance_id: _value(table, column, w.instance[column])
+                for instance_id, w in held
+                if column in w.instance
+            },
+            value=table.c.id,
+            else_=table.c[column],
+        )
+        for column in columns
+    }
+    read_as = [(instance_id, w.state_version, w.event_seq) for instance_id, w in held]
+    updated = conn.execute(
+        table.update()
+        .where(sa.tuple_(table.c.id, table.c.state_version, table.c.event_seq).in_(read_as))
+        .values(moves)
+    )
+    if updated.rowcount != len(held):
+        raise LostRace(f"workflow_instances: {updated.rowcount} of {len(held)} rows moved")
+
+
+def _mark_consumed(conn: sa.Connection, now: Any, consumed: dict[str, str]) -> None:
+    if not consumed:
+        return
+    updated = conn.execute(
+        workflow_inbox.update()
+        .where(workflow_inbox.c.id.in_(sorted(consumed)), workflow_inbox.c.state == "PENDING")
+        .values(
+            state="CONSUMED",
+            consumed_at=now,
+            last_error=None,
+            outcome=sa.case(
+                {inbox_id: outcome[:255] for inbox_id, outcome in consumed.items()},
+                value=workflow_inbox.c.id,
+            ),
+        )
+    )
+    if updated.rowcount != len(consumed):
+        raise LostRace(f"inbox: {updated.rowcount} of {len(consumed)} rows consumed")

@@ -1,0 +1,184 @@
+"""The inbox consumer's set pass (``inbox_set``, seed §6.3, invariants 6, 9 and 10): many
+instances' outcomes consumed in one transaction for a constant number of statements, each
+instance's outcomes in order, and an instance the set cannot decide — a task Pulse refuses, a
+decision that raises — taken alone while the others of its set advance."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import sqlalchemy as sa
+
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
+from orbit_store.pulse.model import Outcome
+from orbit_store.schema import submission_keys, workflow_inbox
+from orbit_store.weave import inbox_set
+
+from ..sent_statements import sent_statements
+from ..weave_driver import WeaveDriver, task_step
+
+TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
+#: The second step's queue comes from the input: one instance can name a queue that refuses.
+ROUTED = {
+    "steps": [
+        task_step("first"),
+        task_step("second", dependsOn=["first"], queue="${input.queue}"),
+    ]
+}
+SIZES = (1, 8, 64)
+
+#: What a set costs the database, whatever its size: the instances locked; their steps, inbox
+#: rows, activations and signals read; the submission (queue scope, gates, three INSERTs); the
+#: activations and events inserted; steps, activations and instances updated; rows consumed.
+SET_STATEMENTS = 16
+
+
+def _finish_first(weave: WeaveDriver, wf: str) -> None:
+    weave.finish_task(weave.task_of(wf, "first").id, Outcome.SUCCEEDED, result={"n": 1})
+
+
+def _consume_set(weave: WeaveDriver, ids: list[str]) -> inbox_set.SetOutcome:
+    work = functools.partial(inbox_set.consume_set, namespace=weave.namespace, instance_ids=ids)
+    return weave.tx(work)
+
+
+@pytest.mark.mariadb_only
+def test_a_set_costs_the_same_statements_for_1_8_and_64_instances(weave: WeaveDriver) -> None:
+    weave.publish("two", TWO_STEPS)
+    counts = {}
+    for size in SIZES:
+        ids = [weave.start_workflow("two") for _ in range(size)]
+        for wf in ids:
+            _finish_first(weave, wf)
+        with sent_statements(weave.base_engine) as sent:
+            outcome = _consume_set(weave, ids)
+        assert (len(outcome.reports), outcome.alone, outcome.consumed) == (size, [], size)
+        assert all(
+            weave.step_states(wf) == {"first": "SUCCEEDED", "second": "ACTIVE"} for wf in ids
+        )
+        assert all(m.state == "CONSUMED" for wf in ids for m in weave.inbox(wf))
+        counts[size] = len(sent)
+    assert counts == dict.fromkeys(SIZES, SET_STATEMENTS), counts
+
+
+def test_each_instance_in_a_set_moves_as_alone_with_its_task_and_history(
+    weave: WeaveDriver,
+) -> None:
+    """The follow-up task carries the activation's key (invariant 6) and the history names it;
+    the consumed row says what it did; a second pass finds nothing to do."""
+    weave.publish("two", TWO_STEPS)
+    ids = [weave.start_workflow("two") for _ in range(3)]
+    for wf in ids:
+        _finish_first(weave, wf)
+    outcome = _consume_set(weave, ids)
+    assert outcome.alone == [] and len(outcome.reports) == 3
+    for wf in ids:
+        task = weave.task_of(wf, "second")
+        (activation,) = weave.activations(wf, "second")
+        assert (activation.task_id, task.workflow_activation_id) == (task.id, activation.id)
+        key = weave.tx(
+            lambda c, task_id=task.id: c.execute(
+                sa.select(submission_keys.c.idempotency_key).where(
+                    submission_keys.c.task_id == task_id
+                )
+            ).scalar_one()
+        )
+        assert key == f"wf:{wf}:second:1"
+        assert weave.history(wf)[-4:] == [
+            "task.outcome:first",
+            "step.succeeded:first",
+            "step.activated:second",
+            "task.created:second",
+        ]
+        (message,) = weave.inbox(wf)
+        assert (message.state, message.outcome) == ("CONSUMED", "step first SUCCEEDED")
+    again = _consume_set(weave, ids)
+    assert (again.reports, again.alone, again.consumed) == ([], [], 0)
+
+
+def test_an_instances_outcomes_are_applied_in_order_in_one_set(weave: WeaveDriver) -> None:
+    """Both outcomes of a parallel pair in one set: the join step starts once, after both."""
+    spec = {
+        "steps": [
+            task_step("left"),
+            task_step("right"),
+            task_step("join", dependsOn=["left", "right"]),
+        ]
+    }
+    weave.publish("pair", spec)
+    wf = weave.start_workflow("pair")
+    for name in ("left", "right"):
+        weave.finish_task(weave.task_of(wf, name).id, Outcome.SUCCEEDED, result={"n": name})
+    outcome = _consume_set(weave, [wf])
+    assert outcome.consumed == 2
+    assert weave.step_states(wf)["join"] == "ACTIVE"
+    assert len(weave.activations(wf, "join")) == 1
+    history = weave.history(wf)
+    assert history.count("step.activated:join") == 1
+    joined = history.index("step.activated:join")
+    assert history.index("task.outcome:left") < joined
+    assert history.index("task.outcome:right") < joined
+
+
+def test_a_refused_task_takes_its_instance_alone_and_the_others_advance(
+    weave: WeaveDriver,
+) -> None:
+    """One instance's next task goes to a queue whose quota is full: the set leaves it to the
+    single path, where the row backs off with the quota's error; the rest of the set advance."""
+    weave.queue("full")
+    weave.tx(lambda c: put_quota(c, weave.namespace, QuotaSpec("q", queue="full", max_waiting=0)))
+    weave.publish("routed", ROUTED)
+    good = [weave.start_workflow("routed", input={"queue": "default"}) for _ in range(4)]
+    bad = weave.start_workflow("routed", input={"queue": "full"})
+    for wf in [*good, bad]:
+        _finish_first(weave, wf)
+    report = weave.consume()
+    assert report.errors == 1 and len(report.reports) == 4
+    assert all(weave.step_states(wf)["second"] == "ACTIVE" for wf in good)
+    assert weave.step_states(bad)["second"] == "PENDING"
+    (message,) = weave.inbox(bad)
+    assert (message.state, message.attempts) == ("PENDING", 1)
+    assert "QuotaExceeded" in message.last_error
+
+
+def test_a_poisoned_instance_is_taken_alone_and_the_others_advance(weave: WeaveDriver) -> None:
+    """An instance whose decision raises (its outcome row is unreadable): the set leaves it
+    alone, nothing of it written; the single path records the error on its row and backs it
+    off; the others of the set advance."""
+    weave.publish("two", TWO_STEPS)
+    good = [weave.start_workflow("two") for _ in range(3)]
+    bad = weave.start_workflow("two")
+    for wf in [*good, bad]:
+        _finish_first(weave, wf)
+    (message,) = weave.inbox(bad)
+    weave.tx(
+        lambda conn: conn.execute(
+            workflow_inbox.update().where(workflow_inbox.c.id == message.id).values(payload={})
+        )
+    )
+    outcome = _consume_set(weave, [*good, bad])
+    assert outcome.alone == [bad] and len(outcome.reports) == 3
+    assert all(weave.step_states(wf)["second"] == "ACTIVE" for wf in good)
+    assert weave.inbox(bad)[0].state == "PENDING", "nothing of it written by the set"
+    assert weave.history(bad)[-1] == "task.created:first"
+    report = weave.consume()
+    assert report.errors == 1
+    (row,) = weave.inbox(bad)
+    assert (row.state, row.attempts) == ("PENDING", 1)
+    assert "KeyError" in row.last_error
+    assert weave.step_states(bad)["second"] == "PENDING"
+
+
+def test_a_paused_instance_is_left_to_the_single_path(weave: WeaveDriver) -> None:
+    """Paused (invariant 12): its continuation row is recorded alone, the follow-ups wait."""
+    weave.publish("two", TWO_STEPS)
+    running, paused = weave.start_workflow("two"), weave.start_workflow("two")
+    for wf in (running, paused):
+        _finish_first(weave, wf)
+    weave.control("pause", paused)
+    outcome = _consume_set(weave, [running, paused])
+    assert outcome.alone == [paused]
+    weave.consume()
+    assert weave.step_states(paused) == {"first": "SUCCEEDED", "second": "PENDING"}
+    assert weave.inbox(paused)[0].outcome.startswith("deferred: instance paused")
