@@ -65,21 +65,42 @@ def record_task_outcome(
     error: Any = None,
 ) -> None:
     """Persist the outcome of a workflow task as a PENDING inbox row for Weave."""
-    state = str(state)
     conn.execute(
         workflow_inbox.insert().values(
-            id=new_id(),
-            namespace=task.namespace,
-            source_event_id=source_event_id(task.id, state_version),
-            consumer=CONSUMER,
-            instance_id=task.workflow_instance_id,
-            activation_id=task.workflow_activation_id,
-            task_id=task.id,
-            kind=f"task.{state.lower()}",
-            payload={"state": state, "result": result, "error": error},
-            state="PENDING",
-            received_at=now,
-            attempts=0,
-            next_attempt_at=now,
+            **outcome_row(task, state, state_version, now, result, error)
         )
     )
+
+
+def record_task_outcomes(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+    """Persist the outcomes of a batch of workflow tasks (rows by :func:`outcome_row`) in one
+    multi-row INSERT."""
+    if rows:
+        conn.execute(workflow_inbox.insert(), rows)
+
+
+def outcome_row(
+    task: Any,
+    state: str,
+    state_version: int,
+    now: dt.datetime,
+    result: Any = None,
+    error: Any = None,
+) -> dict[str, Any]:
+    """The PENDING inbox row of a workflow task's outcome."""
+    state = str(state)
+    return {
+        "id": new_id(),
+        "namespace": task.namespace,
+        "source_event_id": source_event_id(task.id, state_version),
+        "consumer": CONSUMER,
+        "instance_id": task.workflow_instance_id,
+        "activation_id": task.workflow_activation_id,
+        "task_id": task.id,
+        "kind": f"task.{state.lower()}",
+        "payload": {"state": state, "result": result, "error": error},
+        "state": "PENDING",
+        "received_at": now,
+        "attempts": 0,
+        "next_attempt_at": now,
+    }

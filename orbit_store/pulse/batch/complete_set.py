@@ -15,8 +15,9 @@ common case is applied with grouped conditional UPDATEs:
 their affected rows checked (:class:`SetPathMismatch` otherwise), then permits, quota counters,
 task_events, result events and deliveries as sets (``batch_moves``). Every other item — fenced
 (kept as evidence), superseded or duplicate, released, unknown or cancelled outcomes, a cancel
-request pending, a workflow task, two attempts of one task, an outcome before a start — is left
-to the caller, which runs ``complete_attempt`` for it afterwards in its own savepoint.
+request pending, two attempts of one task, an outcome before a start — is left to the caller,
+which runs ``complete_attempt`` for it afterwards in its own savepoint. A workflow task's
+outcome writes its Weave inbox row with the others' (one INSERT, invariant 9).
 """
 
 from __future__ import annotations
@@ -108,13 +109,12 @@ def complete_set(
 
 def _common(item: CompletionItem, task: sa.Row[Any]) -> bool:
     """Whether ``complete_attempt`` would take its plain path for this item: the current,
-    running attempt reports success or failure, with no cancel request, outside workflows."""
+    running attempt reports success or failure, with no cancel request."""
     return (
         task.current_attempt_id == item.attempt_id
         and task.state == TaskState.RUNNING.value
         and item.outcome in SET_OUTCOMES
         and not task.cancel_requested
-        and task.workflow_instance_id is None
     )
 
 

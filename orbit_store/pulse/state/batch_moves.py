@@ -35,7 +35,7 @@ from orbit_store.pulse.model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, Task
 from orbit_store.pulse.state import inserts
 from orbit_store.pulse.state.batch_read import SetPathMismatch
 from orbit_store.schema import tasks
-from orbit_store.weave.outcomes import record_task_outcome
+from orbit_store.weave.outcomes import outcome_row, record_task_outcomes
 
 
 @dataclass(frozen=True)
@@ -269,11 +269,21 @@ def _announce_outcomes(
     events = [(new_id(), m) for m in moves]
     conn.execute(inserts.RESULT_EVENTS, [_result_event(i, m, now) for i, m in events])
     fan_out_many(conn, namespace, [(i, m.task, m.to_state.value) for i, m in events], now=now)
-    for _, m in events:
-        if m.task.workflow_instance_id is not None:
-            version = int(m.task.state_version) + 1
-            result, error = m.values.get("result"), m.values.get("error")
-            record_task_outcome(conn, m.task, m.to_state, version, now, result, error)
+    record_task_outcomes(
+        conn,
+        [
+            outcome_row(
+                m.task,
+                m.to_state,
+                int(m.task.state_version) + 1,
+                now,
+                m.values.get("result"),
+                m.values.get("error"),
+            )
+            for _, m in events
+            if m.task.workflow_instance_id is not None
+        ],
+    )
 
 
 def _result_event(event_id: str, move: Move, now: dt.datetime) -> dict[str, Any]:

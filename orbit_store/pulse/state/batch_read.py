@@ -163,10 +163,10 @@ def lock_tasks_now(
 
 
 # The columns a start or a completion on the set path decides from and writes events with
-# (``start_set._judge``, ``complete.decide``, ``batch_moves``, ``delivery.fanout``) — not the
-# JSON payloads nor the timestamps nothing here reads: read under the lock for every item of
-# every batch, each value is parsed in Python for nothing. An item that needs more goes item by
-# item (``start_attempt``, ``complete_attempt`` read their own rows).
+# (``start_set._judge``, ``complete.decide``, ``batch_moves``, ``delivery.fanout``, Weave's
+# inbox rows) — not the JSON payloads nor the timestamps nothing here reads: read under the
+# lock for every item of every batch, each value is parsed in Python for nothing. An item that
+# needs more goes item by item (``start_attempt``, ``complete_attempt`` read their own rows).
 TASK_COLUMNS = (
     "id",
     "namespace",
@@ -178,6 +178,7 @@ TASK_COLUMNS = (
     "current_attempt_id",
     "cancel_requested",
     "workflow_instance_id",
+    "workflow_activation_id",
     "safety",
     "lease_seconds",
     "attempts_used",
