@@ -35,8 +35,8 @@ from orbit_store.schema import (
     workflow_steps,
 )
 
-from .advance import advance
-from .context import lock_instance
+from .advance_held import advance_held
+from .context import InstanceContext, lock_instance
 from .definitions import load_version
 from .model import AdvanceReport, InstanceState, StartResult, StepState
 
@@ -132,19 +132,22 @@ def start_workflow(conn: sa.Connection, request: StartRequest) -> tuple[StartRes
             for step in definition.spec.steps
         ],
     )
-    ctx = lock_instance(
-        conn,
-        request.namespace,
-        instance_id,
-        actor=request.started_by,
-        max_payload_bytes=request.max_payload_bytes,
-    )
-    ctx.event(
-        "instance.started",
-        details={"definition": request.definition, "version": version},
-    )
-    advance(ctx)
-    ctx.flush()
+
+    def fresh() -> InstanceContext:
+        ctx = lock_instance(
+            conn,
+            request.namespace,
+            instance_id,
+            actor=request.started_by,
+            max_payload_bytes=request.max_payload_bytes,
+        )
+        ctx.event(
+            "instance.started",
+            details={"definition": request.definition, "version": version},
+        )
+        return ctx
+
+    ctx = advance_held(conn, fresh)
     return StartResult(instance_id, ctx.instance.state, replayed=False), ctx.report
 
 

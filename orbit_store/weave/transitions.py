@@ -11,6 +11,7 @@ from typing import Any
 
 from orbit_store.schema import workflow_activations, workflow_instances, workflow_steps
 
+from .buffered import NeedsSinglePath
 from .context import InstanceContext, LostRace, Step
 from .model import InstanceState, StepState
 
@@ -120,6 +121,8 @@ def open_activation(ctx: InstanceContext, step: Step, activation_id: str, **valu
         **values,
     )
     if ctx.writes is not None:
+        if step.kind != "task":  # its wait, sleep or poll round is written alone
+            raise NeedsSinglePath(f"step {step.name} is a {step.kind}")
         ctx.writes.activation_rows[activation_id] = row
     else:
         ctx.conn.execute(workflow_activations.insert().values(**row))

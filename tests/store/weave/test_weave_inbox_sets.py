@@ -182,3 +182,35 @@ def test_a_paused_instance_is_left_to_the_single_path(weave: WeaveDriver) -> Non
     weave.consume()
     assert weave.step_states(paused) == {"first": "SUCCEEDED", "second": "PENDING"}
     assert weave.inbox(paused)[0].outcome.startswith("deferred: instance paused")
+
+
+@pytest.mark.mariadb_only
+def test_a_start_creates_its_first_tasks_in_the_same_statements_however_many(
+    weave: WeaveDriver,
+) -> None:
+    """The first steps' tasks of a start go through one set-based submission (``advance_held``):
+    a workflow opening with one task step costs what one opening with six does."""
+    counts = {}
+    for width in (1, 6):
+        weave.publish(f"wide{width}", {"steps": [task_step(f"s{i}") for i in range(width)]})
+        weave.start_workflow(f"wide{width}")  # definitions read and cached
+        with sent_statements(weave.base_engine) as sent:
+            wf = weave.start_workflow(f"wide{width}")
+        assert set(weave.step_states(wf).values()) == {"ACTIVE"}
+        assert len(weave.tasks_of(wf)) == width
+        counts[width] = len(sent)
+    assert counts[1] == counts[6], counts
+
+
+def test_a_start_whose_first_task_is_refused_fails_that_step_as_before(
+    weave: WeaveDriver,
+) -> None:
+    """A first task Pulse refuses (its queue is not declared): the held start falls back to
+    the single path, which fails the step with the refusal; the instance fails."""
+    spec = {"steps": [task_step("ok"), task_step("lost", queue="nowhere")]}
+    weave.publish("refused", spec)
+    wf = weave.start_workflow("refused")
+    steps = weave.steps(wf)
+    assert steps["lost"].state == "FAILED"
+    assert steps["lost"].error["type"] == "task_refused"
+    assert weave.instance(wf).state == "FAILED"
