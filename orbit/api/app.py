@@ -15,7 +15,7 @@ from fastapi_offline import FastAPIOffline
 
 from orbit import __version__, console
 from orbit.api.concurrency.ready_watch import ReadyWatch
-from orbit.api.concurrency.submit_groups import SubmitGroups
+from orbit.api.concurrency.submit_groups import STARTS, TASKS, SubmitGroups
 from orbit.api.concurrency.wakeups import Wakeups
 from orbit.api.context import AppContext, ServerSettings
 from orbit.api.routes import admin as routes_admin
@@ -159,8 +159,15 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
         liveness=ReplicaLiveness(engine),
         submit_groups=SubmitGroups(
             engine,
+            TASKS,
             in_flight=settings.submit_transactions,
             observe=metrics.batch_items.labels("submit_group").observe,
+        ),
+        start_groups=SubmitGroups(
+            engine,
+            STARTS,
+            in_flight=settings.submit_transactions,
+            observe=metrics.batch_items.labels("start_group").observe,
         ),
     )
 

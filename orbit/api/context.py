@@ -15,6 +15,10 @@ from orbit.api.concurrency.wakeups import Wakeups
 from orbit.api.settings import ServerSettings
 from orbit.engines.liveness import ReplicaLiveness
 from orbit.metrics.server import Metrics
+from orbit_store.pulse.model import SubmitResult
+from orbit_store.pulse.submit.accept import SubmitRequest
+from orbit_store.weave.start import StartRequest
+from orbit_store.weave.start_group import Started
 
 __all__ = ["AppContext", "Ctx", "ServerSettings", "app_context"]
 
@@ -26,7 +30,8 @@ class AppContext:
     wakeups: Wakeups
     metrics: Metrics
     liveness: ReplicaLiveness
-    submit_groups: SubmitGroups
+    submit_groups: SubmitGroups[SubmitRequest, SubmitResult]
+    start_groups: SubmitGroups[StartRequest, Started]
     claimants: Claimants = field(default_factory=Claimants)
     #: Wakes this process's Weave inbox loop (a workflow may move on); a no-op in an HTTP
     #: process of `orbit server --workers N`, whose loops run in the supervising process.

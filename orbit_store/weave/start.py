@@ -9,6 +9,7 @@ is unknown is resolved by looking the key up (:func:`find_started`).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from .advance_held import advance_held
 from .context import InstanceContext, lock_instance
 from .definitions import load_version
 from .model import AdvanceReport, InstanceState, StartResult, StepState
+from .spec import Definition
 
 GATE_OWNER = "workflow_instance"
 
@@ -70,8 +72,12 @@ def find_started(conn: sa.Connection, request: StartRequest) -> StartResult | No
             workflow_instances.c.start_key == request.start_key,
         )
     ).one_or_none()
-    if row is None:
-        return None
+    return None if row is None else replay_of(row, request)
+
+
+def replay_of(row: Any, request: StartRequest) -> StartResult:
+    """The instance ``row`` (id, state, start_digest) that ``request``'s start key names, as
+    its replay; raises IdempotencyConflict when it was started by another request."""
     if row.start_digest != request.digest():
         raise IdempotencyConflict(
             f"start key {request.start_key!r} already started workflow {row.id} with a "
@@ -88,7 +94,7 @@ def start_workflow(conn: sa.Connection, request: StartRequest) -> tuple[StartRes
         return existing, AdvanceReport(namespace=request.namespace)
     definition_id, version_id, version = _bind_version(conn, request)
     definition = load_version(conn, version_id)
-    _check_input(definition.spec.input_schema, request.input)
+    check_input(definition.spec.input_schema, request.input)
     now = db_now(conn)
     instance_id = new_id()
     gate_id = create_gate(
@@ -96,42 +102,10 @@ def start_workflow(conn: sa.Connection, request: StartRequest) -> tuple[StartRes
     )
     conn.execute(
         workflow_instances.insert().values(
-            id=instance_id,
-            namespace=request.namespace,
-            definition_id=definition_id,
-            definition_version_id=version_id,
-            definition_name=request.definition,
-            version=version,
-            start_key=request.start_key,
-            start_digest=request.digest(),
-            state=InstanceState.RUNNING.value,
-            state_version=1,
-            paused=False,
-            control_version=1,
-            gate_id=gate_id,
-            input=request.input,
-            event_seq=0,
-            started_by=request.started_by,
-            created_at=now,
-            updated_at=now,
+            instance_row(request, instance_id, gate_id, (definition_id, version_id, version), now)
         )
     )
-    conn.execute(
-        workflow_steps.insert(),
-        [
-            {
-                "id": new_id(),
-                "instance_id": instance_id,
-                "namespace": request.namespace,
-                "name": step.name,
-                "kind": step.kind,
-                "state": StepState.PENDING.value,
-                "activation_count": 0,
-                "updated_at": now,
-            }
-            for step in definition.spec.steps
-        ],
-    )
+    conn.execute(workflow_steps.insert(), step_rows(request, instance_id, definition, now))
 
     def fresh() -> InstanceContext:
         ctx = lock_instance(
@@ -151,13 +125,76 @@ def start_workflow(conn: sa.Connection, request: StartRequest) -> tuple[StartRes
     return StartResult(instance_id, ctx.instance.state, replayed=False), ctx.report
 
 
+def instance_row(
+    request: StartRequest,
+    instance_id: str,
+    gate_id: str,
+    bound: tuple[str, str, int],
+    now: dt.datetime,
+) -> dict[str, Any]:
+    """The new instance's row: RUNNING, bound to ``bound`` (definition id, version id, version)."""
+    definition_id, version_id, version = bound
+    return {
+        "id": instance_id,
+        "namespace": request.namespace,
+        "definition_id": definition_id,
+        "definition_version_id": version_id,
+        "definition_name": request.definition,
+        "version": version,
+        "start_key": request.start_key,
+        "start_digest": request.digest(),
+        "state": InstanceState.RUNNING.value,
+        "state_version": 1,
+        "paused": False,
+        "control_version": 1,
+        "gate_id": gate_id,
+        "input": request.input,
+        "event_seq": 0,
+        "started_by": request.started_by,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def step_rows(
+    request: StartRequest, instance_id: str, definition: Definition, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """A PENDING row per step of the new instance."""
+    return [
+        {
+            "id": new_id(),
+            "instance_id": instance_id,
+            "namespace": request.namespace,
+            "name": step.name,
+            "kind": step.kind,
+            "state": StepState.PENDING.value,
+            "activation_count": 0,
+            "updated_at": now,
+        }
+        for step in definition.spec.steps
+    ]
+
+
 def _bind_version(conn: sa.Connection, request: StartRequest) -> tuple[str, str, int]:
-    definition = conn.execute(
+    definition: Any = conn.execute(
         sa.select(workflow_definitions).where(
             workflow_definitions.c.namespace == request.namespace,
             workflow_definitions.c.name == request.definition,
         )
     ).one_or_none()
+    version = chosen_version(request, definition)
+    version_id = conn.execute(
+        sa.select(workflow_definition_versions.c.id).where(
+            workflow_definition_versions.c.definition_id == definition.id,
+            workflow_definition_versions.c.version == version,
+        )
+    ).scalar_one_or_none()
+    return bound_version(request, definition, version, version_id)
+
+
+def chosen_version(request: StartRequest, definition: Any) -> int:
+    """The version ``request`` starts of its definition's row (None: not published); raises
+    NotFound, or Conflict when the definition was withdrawn."""
     if definition is None:
         raise NotFound(
             f"workflow definition {request.definition!r} is not published in namespace "
@@ -169,13 +206,13 @@ def _bind_version(conn: sa.Connection, request: StartRequest) -> tuple[str, str,
             f"workflow definition {request.definition!r} was withdrawn (its resource was "
             "deleted): it starts no new workflows; running ones continue"
         )
-    version = request.version or definition.latest_version
-    version_id = conn.execute(
-        sa.select(workflow_definition_versions.c.id).where(
-            workflow_definition_versions.c.definition_id == definition.id,
-            workflow_definition_versions.c.version == version,
-        )
-    ).scalar_one_or_none()
+    return int(request.version or definition.latest_version)
+
+
+def bound_version(
+    request: StartRequest, definition: Any, version: int, version_id: str | None
+) -> tuple[str, str, int]:
+    """(definition id, version id, version); raises NotFound when the version does not exist."""
     if version_id is None:
         raise NotFound(
             f"workflow definition {request.definition!r} has no version {version} "
@@ -184,7 +221,7 @@ def _bind_version(conn: sa.Connection, request: StartRequest) -> tuple[str, str,
     return definition.id, version_id, version
 
 
-def _check_input(schema: dict[str, Any] | None, value: Any) -> None:
+def check_input(schema: dict[str, Any] | None, value: Any) -> None:
     """Every way ``value`` fails the definition's inputSchema, in path order."""
     if schema is None:
         return

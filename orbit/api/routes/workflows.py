@@ -9,6 +9,7 @@ from base64 import urlsafe_b64encode
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Path, Query, Response
 
 from orbit.api.context import AppContext, Ctx
@@ -119,7 +120,7 @@ def get_definition_(
     responses=PROBLEMS,
     summary="Start a workflow (idempotent by start key)",
 )
-def start(
+async def start(
     namespace: Namespace,
     body: wire.WorkflowStart,
     credential: CurrentCredential,
@@ -128,7 +129,10 @@ def start(
 ) -> wire.Workflow:
     """201 for a new workflow; 200 with ``replayed: true`` when the start key names an identical
     request; 409 ``idempotency-conflict`` for another request under the same key; 422 when the
-    input does not match the definition's inputSchema; 429 when a quota refuses a first task."""
+    input does not match the definition's inputSchema; 429 when a quota refuses a first task.
+
+    Starts that arrive together share a transaction (group commit, ``start_groups``); each is
+    answered as it would have been alone."""
     authorize(credential, namespace, Role.SUBMIT)
     limits.check_payload(ctx.settings.max_payload_bytes, input=body.input)
     request = StartRequest(
@@ -140,13 +144,15 @@ def start(
         started_by=credential.name,
         max_payload_bytes=ctx.settings.max_payload_bytes,
     )
-    result, report = service.start(ctx.engine, request)
+    result, report = await ctx.start_groups.submit(request)
     if result.replayed:
         response.status_code = 200
     else:
         _record(ctx, report)
     response.headers["Location"] = f"/v1/namespaces/{namespace}/workflows/{result.instance_id}"
-    return _workflow(ctx, namespace, result.instance_id, replayed=result.replayed)
+    return await anyio.to_thread.run_sync(
+        functools.partial(_workflow, ctx, namespace, result.instance_id, replayed=result.replayed)
+    )
 
 
 @router.get(

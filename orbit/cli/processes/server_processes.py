@@ -39,7 +39,7 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
     from uvicorn.supervisors import Multiprocess
 
     from orbit.api.app import engine_loops, record_serving
-    from orbit.api.concurrency.submit_groups import SubmitGroups
+    from orbit.api.concurrency.submit_groups import STARTS, TASKS, SubmitGroups
     from orbit.api.concurrency.wakeups import Wakeups
     from orbit.api.context import AppContext
     from orbit.api.process_app import SETTINGS_ENV, SUPERVISOR_ENV, settings_for_processes
@@ -74,7 +74,9 @@ def serve_processes(settings: ServerSettings, workers: int, sock: socket.socket)
         Wakeups(),
         Metrics(engine, settings.gauge_interval),
         ReplicaLiveness(engine),
-        SubmitGroups(engine, in_flight=settings.submit_transactions),  # unused: serves no request
+        # Unused: this process serves no request.
+        SubmitGroups(engine, TASKS, in_flight=settings.submit_transactions),
+        SubmitGroups(engine, STARTS, in_flight=settings.submit_transactions),
     )
     record_serving(ctx)
     loops = engine_loops(ctx)

@@ -1,0 +1,128 @@
+"""Workflow starts in groups (``start_group``, seed §5, invariants 6, 9 and 10): concurrent
+starts of one namespace in one transaction for a constant number of statements, each answered
+as alone — a refused start fails alone, a start key is started once, within a group and
+across groups."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from orbit_store.errors import IdempotencyConflict, InvalidInput, NotFound
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
+from orbit_store.weave.model import StartResult
+from orbit_store.weave.start import StartRequest
+from orbit_store.weave.start_group import Answer, start_group
+
+from ..sent_statements import sent_statements
+from ..weave_driver import WeaveDriver, task_step
+
+TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
+ROUTED = {"steps": [task_step("first", queue="${input.queue}")]}
+TYPED = {
+    "inputSchema": {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}},
+    "steps": [task_step("first")],
+}
+
+
+def _request(
+    weave: WeaveDriver, definition: str, input: Any = None, key: str | None = None
+) -> StartRequest:
+    return StartRequest(
+        namespace=weave.namespace,
+        definition=definition,
+        start_key=key or str(uuid.uuid4()),
+        input={} if input is None else input,
+        started_by="tester",
+    )
+
+
+def _started(answer: Answer) -> StartResult:
+    assert not isinstance(answer, Exception), answer
+    return answer[0]
+
+
+@pytest.mark.mariadb_only
+def test_a_group_costs_the_same_statements_for_2_8_and_64_starts(weave: WeaveDriver) -> None:
+    weave.publish("two", TWO_STEPS)
+    start_group(weave.engine, weave.namespace, [_request(weave, "two") for _ in range(2)])
+    counts = {}
+    for size in (2, 8, 64):
+        requests = [_request(weave, "two") for _ in range(size)]
+        with sent_statements(weave.base_engine) as sent:
+            answers = start_group(weave.engine, weave.namespace, requests)
+        started = [_started(a) for a in answers]
+        assert [s.replayed for s in started] == [False] * size
+        assert len({s.instance_id for s in started}) == size
+        for result in started:
+            assert weave.step_states(result.instance_id) == {"first": "ACTIVE", "second": "PENDING"}
+            assert weave.history(result.instance_id)[0] == "instance.started"
+        counts[size] = len(sent)
+    assert counts[2] == counts[8] == counts[64], counts
+
+
+def test_a_poisoned_start_fails_alone_and_its_group_starts(weave: WeaveDriver) -> None:
+    """An unknown definition, an input its schema refuses, a first task over its quota: each
+    is its own answer, as alone; the others of the group start."""
+    weave.publish("two", TWO_STEPS)
+    weave.publish("typed", TYPED)
+    weave.publish("routed", ROUTED)
+    weave.queue("full")
+    weave.tx(lambda c: put_quota(c, weave.namespace, QuotaSpec("q", queue="full", max_waiting=0)))
+    good = [_request(weave, "two") for _ in range(3)]
+    poisoned = [
+        _request(weave, "nowhere"),
+        _request(weave, "typed", {"n": "not a number"}),
+        _request(weave, "routed", {"queue": "full"}),
+    ]
+    answers = start_group(weave.engine, weave.namespace, [good[0], *poisoned, *good[1:]])
+    assert isinstance(answers[1], NotFound)
+    assert isinstance(answers[2], InvalidInput)
+    lone = _request(weave, "routed", {"queue": "full"})
+    (alone,) = start_group(weave.engine, weave.namespace, [lone])
+    assert type(answers[3]) is type(alone)
+    if not isinstance(answers[3], Exception):
+        assert not isinstance(alone, Exception)
+        assert answers[3][0].state == alone[0].state
+    for answer in (answers[0], *answers[4:]):
+        assert weave.step_states(_started(answer).instance_id)["first"] == "ACTIVE"
+
+
+def test_a_start_key_is_started_once_within_a_group(weave: WeaveDriver) -> None:
+    weave.publish("two", TWO_STEPS)
+    first = _request(weave, "two", {"n": 1}, key="k")
+    again = _request(weave, "two", {"n": 1}, key="k")
+    other = _request(weave, "two", {"n": 2}, key="k")
+    answers = start_group(weave.engine, weave.namespace, [first, again, other])
+    started, replayed = _started(answers[0]), _started(answers[1])
+    assert (started.replayed, replayed.replayed) == (False, True)
+    assert replayed.instance_id == started.instance_id
+    assert isinstance(answers[2], IdempotencyConflict)
+    assert len(weave.tasks_of(started.instance_id)) == 1
+
+
+def test_a_start_key_is_started_once_across_groups(weave: WeaveDriver) -> None:
+    weave.publish("two", TWO_STEPS)
+    keys = [f"k{i}" for i in range(3)]
+    first = start_group(
+        weave.engine, weave.namespace, [_request(weave, "two", {"n": 1}, key=k) for k in keys]
+    )
+    second = start_group(
+        weave.engine,
+        weave.namespace,
+        [
+            _request(weave, "two", {"n": 1}, key="k0"),
+            _request(weave, "two", {"n": 2}, key="k1"),
+            _request(weave, "two", {"n": 1}, key="k2"),
+            _request(weave, "two", {"n": 1}, key="k3"),
+        ],
+    )
+    assert _started(second[0]) == StartResult(_started(first[0]).instance_id, "RUNNING", True)
+    assert isinstance(second[1], IdempotencyConflict)
+    assert _started(second[2]).instance_id == _started(first[2]).instance_id
+    assert _started(second[2]).replayed
+    assert not _started(second[3]).replayed
+    for answer in first:
+        assert len(weave.tasks_of(_started(answer).instance_id)) == 1
