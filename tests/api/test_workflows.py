@@ -4,12 +4,15 @@ cancel, with the refusals a user meets, role checks and namespace scoping."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+
+from orbit_store.schema import namespaces
 
 from .conftest import Api, token_headers
 from .test_workflow_definitions import SPEC
@@ -247,3 +250,64 @@ def test_a_read_token_reads_workflows_and_changes_none(
         assert refused.status_code == 403, path
         assert "needs the submit role" in refused.json()["detail"]
     assert flows.get(one).json()["paused"] is False
+
+
+async def _starts_queued_behind_one(api: Api, bodies: list[dict[str, Any]]) -> list[Any]:
+    """Start ``bodies[0]`` while a transaction of the test holds the namespace row (its first
+    task waits on it), then the rest (they wait for a group); release the row; every answer."""
+    groups = api.app.state.ctx.start_groups
+    path = f"{_base(api)}/workflows"
+
+    def post(body: dict[str, Any]) -> Any:
+        expect = body.pop("_expect", 0)
+        return asyncio.ensure_future(api.call("POST", path, body, expect=expect))
+
+    with api.engine.connect() as blocker:
+        blocker.begin()
+        blocker.execute(
+            sa.select(namespaces.c.name).where(namespaces.c.name == api.namespace).with_for_update()
+        )
+        first = post(bodies[0])
+        await _until(lambda: groups.running == 1)
+        queued = [post(body) for body in bodies[1:]]
+        await _until(lambda: groups.waiting == len(bodies) - 1)
+        blocker.commit()
+    return list(await asyncio.gather(first, *queued))
+
+
+async def _until(condition: Any) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 5 s")
+
+
+def test_concurrent_starts_share_a_transaction_and_each_gets_its_own_answer(
+    admin_api: Api, flows: TestClient
+) -> None:
+    """Starts queued behind a running one go together in one group: new ones 201, a start key
+    repeated with the same request the same workflow, another request under it 409, an
+    unknown definition 404 — the others of the group start."""
+    registry = admin_api.app.state.ctx.metrics.registry
+    labels = {"call": "start_group"}
+    before = registry.get_sample_value("orbit_batch_items_count", labels) or 0.0
+    bodies: list[dict[str, Any]] = [
+        {"definition": "flow", "input": {"n": 0}},
+        *({"definition": "flow", "input": {"n": n}, "start_key": f"k{n}"} for n in range(1, 5)),
+        {"definition": "flow", "input": {"n": 1}, "start_key": "k1"},
+        {"definition": "flow", "input": {"n": 9}, "start_key": "k2", "_expect": 409},
+        {"definition": "nowhere", "_expect": 404},
+    ]
+    answers = asyncio.run(_starts_queued_behind_one(admin_api, bodies))
+    after = registry.get_sample_value("orbit_batch_items_count", labels) or 0.0
+    assert after - before == 2, "one alone, then the seven queued behind it together"
+    new = answers[:5]
+    assert [a["replayed"] for a in new] == [False] * 5 and len({a["id"] for a in new}) == 5
+    assert (answers[5]["id"], answers[5]["replayed"]) == (answers[1]["id"], True)
+    assert answers[6]["type"].endswith("idempotency-conflict")
+    assert answers[7]["type"].endswith("not-found")
+    for answer in new:
+        detail = flows.get(f"{_base(admin_api)}/workflows/{answer['id']}").json()
+        steps = {s["name"]: s["state"] for s in detail["steps"]}
+        assert steps["first"] == "ACTIVE", detail
