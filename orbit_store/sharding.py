@@ -107,10 +107,10 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
         ReadKind.SCATTER, _FINDER
     ),
     "orbit_store.delivery.push:push_subscriptions": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
-    "orbit_store.pulse.service:_namespaces": CrossNamespaceRead(
+    "orbit_store.pulse.claim.promote:namespaces_with_work": CrossNamespaceRead(
         ReadKind.SCATTER,
-        "the promoter lists every namespace, then places each one's due tasks in transactions "
-        "of its own",
+        "the promoter lists the namespaces with due or blocked tasks, then places each one's "
+        "due tasks in transactions of its own",
     ),
     "orbit_store.weave.timers:due_instances": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
     "orbit_store.weave.inbox:due_messages": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),

@@ -28,7 +28,6 @@ from orbit_store.pulse.model import SubmitResult
 from orbit_store.pulse.submit import bulk
 from orbit_store.pulse.submit.accept import SubmitRequest, find_submission, submit_task
 from orbit_store.pulse.workers import sessions
-from orbit_store.schema import namespaces
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +205,7 @@ class PromoteReport:
     promoted: int  # SCHEDULED tasks placed on their path
     released: int  # blocked tasks that got a permit left free (repair)
     errors: int = 0
+    namespaces: int = 0  # namespaces that had work and got transactions of their own
 
 
 def promote(
@@ -217,7 +217,7 @@ def promote(
     in one namespace never delays another's by the burst's length."""
     run = ItemPass(engine, PROMOTER_LOOP)
     promoted = released = 0
-    names = [namespace] if namespace is not None else _namespaces(engine)
+    names = [namespace] if namespace is not None else _namespaces_with_work(engine)
     due = names
     while due:
         more: list[str] = []
@@ -238,7 +238,7 @@ def promote(
             item="concurrency keys",
         )
         released += moved or 0
-    return PromoteReport(promoted, released, run.errors)
+    return PromoteReport(promoted, released, run.errors, len(names))
 
 
 def _promote_due(conn: sa.Connection, namespace: str, limit: int) -> int:
@@ -249,8 +249,7 @@ def _release_stranded(conn: sa.Connection, namespace: str) -> int:
     return promotion.release_stranded_permits(conn, namespace=namespace, now=db_now(conn))
 
 
-def _namespaces(engine: sa.Engine) -> list[str]:
-    with engine.connect() as conn:
-        return list(
-            conn.execute(sa.select(namespaces.c.name).order_by(namespaces.c.name)).scalars()
-        )
+def _namespaces_with_work(engine: sa.Engine) -> list[str]:
+    return run_transaction(
+        engine, lambda conn: promotion.namespaces_with_work(conn, now=db_now(conn))
+    )

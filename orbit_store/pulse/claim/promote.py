@@ -22,7 +22,7 @@ from orbit_store.pulse.limits import semaphores
 from orbit_store.pulse.limits.gates import gates_open
 from orbit_store.pulse.limits.placement import place_due
 from orbit_store.pulse.model import WaitPath
-from orbit_store.schema import concurrency_keys, tasks
+from orbit_store.schema import concurrency_keys, namespaces, tasks
 
 PROMOTE_BATCH = 200
 
@@ -121,3 +121,23 @@ def release_stranded_permits(conn: sa.Connection, *, namespace: str, now: dt.dat
     for key in stranded:
         moved += len(semaphores.release_blocked(conn, semaphores.lock(conn, namespace, key), now))
     return moved
+
+
+def namespaces_with_work(conn: sa.Connection, *, now: dt.datetime) -> list[str]:
+    """Namespaces with SCHEDULED tasks due by ``now`` or tasks blocked on a key, in one read
+    (an index probe per namespace inside the database): the promoter opens transactions only
+    there, so namespaces of finished work cost an idle pass nothing."""
+
+    def waiting(path: WaitPath) -> Any:
+        return force_index(
+            sa.select(tasks.c.id).where(
+                tasks.c.namespace == namespaces.c.name, tasks.c.wait_path == path.value
+            ),
+            tasks,
+            "ix_tasks_due",
+        )
+
+    due = waiting(WaitPath.SCHEDULED).where(tasks.c.available_at <= now).exists()
+    blocked = waiting(WaitPath.BLOCKED_KEY).exists()
+    query = sa.select(namespaces.c.name).where(sa.or_(due, blocked)).order_by(namespaces.c.name)
+    return list(conn.execute(query).scalars())

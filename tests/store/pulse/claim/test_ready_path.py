@@ -151,3 +151,28 @@ def test_a_permit_left_free_by_a_skipped_blocked_task_is_handed_on_by_the_promot
     assert pulse.task(blocked.task_id).wait_path == "BLOCKED_KEY"
     assert pulse.promote().released == 1
     assert pulse.claim_one().task_id == blocked.task_id
+
+
+def test_an_idle_namespace_costs_the_promoter_no_transaction(isolated_engine: sa.Engine) -> None:
+    """A pass over every namespace finds the ones with due or blocked tasks in one read and
+    opens transactions only there: namespaces of finished work (what a long-lived database
+    collects) must not each cost an idle server's promoter two transactions every pass."""
+    from orbit_store.pulse import service
+
+    for _ in range(5):  # finished work only
+        idle = PulseDriver(isolated_engine)
+        idle.submit()
+        grant = idle.claim_one()
+        idle.start(grant)
+        idle.succeed(grant)
+    later = PulseDriver(isolated_engine)
+    later.submit(delay_seconds=3600)  # due, but not yet
+    blocked = PulseDriver(isolated_engine)
+    blocked.submit(concurrency_key="k")
+    blocked.submit(concurrency_key="k")
+    due = PulseDriver(isolated_engine)
+    task = due.submit(delay_seconds=10)
+    due.advance(11)
+    report = service.promote(due.engine)
+    assert (report.promoted, report.namespaces) == (1, 2), "the due one, the blocked one"
+    assert due.task(task.task_id).wait_path == "READY"
