@@ -136,14 +136,16 @@ def test_wait_exits_13_when_time_runs_out_and_the_task_keeps_going(tenant: Tenan
 def test_watch_prints_each_change_and_exits_11_for_cancelled_and_12_for_review(
     tenant: Tenant,
 ) -> None:
-    cancelled = submit_json(tenant, "--handler", "x", "--delay", "3600")
-    orbit(tenant, "task", "cancel", cancelled["id"])
-    watched = orbit(tenant, "task", "watch", cancelled["id"])
+    # Submitted and cancelled over HTTP: only the watches' exit codes are the point here.
+    with Client(tenant.server.url, token=tenant.token) as client:
+        cancelled = client.submit(tenant.namespace, handler="x", delay=3600)
+        client.cancel(tenant.namespace, cancelled.id)
+        review = client.submit(tenant.namespace, handler="x", safety="unsafe")
+    watched = orbit(tenant, "task", "watch", cancelled.id)
     assert watched.returncode == 11
     assert "WAITING -> CANCELLED" in watched.stdout.splitlines()[-1]
-    review = submit_json(tenant, "--handler", "x", "--safety", "unsafe")
     report_unknown_outcome(tenant)
-    watched = orbit(tenant, "task", "watch", review["id"], "-o", "json")
+    watched = orbit(tenant, "task", "watch", review.id, "-o", "json")
     events = [json.loads(line) for line in watched.stdout.splitlines()]
     assert watched.returncode == 12 and events[-1]["to_state"] == "NEEDS_REVIEW"
 
