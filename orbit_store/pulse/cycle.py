@@ -19,7 +19,8 @@ tasks: the reports hold the gates of the task rows they hold, so no one holding 
 waits for those rows) and task rows with SKIP LOCKED (never waited for). Key and quota rows
 (lock orders 6 and 9) are taken by both parts, each part in its own order; so when the reports
 took any (their permits and counters, settled at their end: ``batch_deferred``), the
-transaction commits there and the claim runs in a transaction of its own.
+transaction commits there and the claim runs in a transaction of its own. The task_events
+rows of both parts are inserted together at the end (``event_inserts``): inserts come last.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from orbit_store.pulse.claim.claim import claim_tasks, require_active_session
 from orbit_store.pulse.limits.batch_deferred import deferred
 from orbit_store.pulse.model import CompletionResult, LeaseGrant
 from orbit_store.pulse.state.batch_read import SetPathMismatch
+from orbit_store.pulse.state.event_inserts import one_events_insert
 
 Answers = dict[str, CompletionResult | batches.ItemRefused]
 
@@ -95,9 +97,11 @@ def _together(
     key or quota rows, which the claim may take too, in an order of its own."""
     session_id = claim.keywords["worker_session_id"]
     claimant = require_active_session(conn, namespace, session_id)  # the session first
-    with deferred(conn, namespace) as record:
-        # ``alone``: a lone report's refusal rolls back this transaction, which then runs apart.
-        answers = batches.complete_attempts(conn, namespace=namespace, items=items, alone=True)
-    if record.locks_keys_or_quotas():
-        return answers, None
-    return answers, claim(conn, claimant=claimant)
+    with one_events_insert(conn):  # both parts' task_events in one INSERT, at the end
+        with deferred(conn, namespace) as record:
+            # ``alone``: a lone report's refusal rolls back this transaction, which then runs
+            # apart.
+            answers = batches.complete_attempts(conn, namespace=namespace, items=items, alone=True)
+        if record.locks_keys_or_quotas():
+            return answers, None
+        return answers, claim(conn, claimant=claimant)

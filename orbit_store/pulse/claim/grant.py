@@ -37,6 +37,7 @@ from orbit_store.pulse.model import AttemptState, LeaseGrant, Safety, TaskState
 from orbit_store.pulse.state import inserts
 from orbit_store.pulse.state.attempts import hash_token
 from orbit_store.pulse.state.batch_moves import grouped_params, grouped_update
+from orbit_store.pulse.state.event_inserts import insert_task_events
 from orbit_store.schema import tasks
 
 
@@ -100,7 +101,7 @@ def grant_tasks(
     for queue_name in sorted(counted):
         n = counted[queue_name]
         quota.count(conn, granted[0].namespace, queue_name, waiting=-n, running=n)
-    conn.execute(inserts.TASK_EVENTS, event_rows)
+    insert_task_events(conn, event_rows)
     return results
 
 
@@ -147,6 +148,7 @@ def _event_rows(
             "reason": reason,
             "attempt_id": attempt_id,
             "actor": actor,
+            "details": None,
             "at": now,
         }
         for i, (from_state, to_state, reason, actor) in enumerate(steps, start=1)

@@ -34,6 +34,7 @@ from orbit_store.pulse.limits.paths import holds_permit
 from orbit_store.pulse.model import LEGAL_TRANSITIONS, OUTCOME_TASK_STATES, TaskState, WaitPath
 from orbit_store.pulse.state import inserts
 from orbit_store.pulse.state.batch_read import SetPathMismatch
+from orbit_store.pulse.state.event_inserts import insert_task_events
 from orbit_store.schema import tasks
 from orbit_store.weave.outcomes import outcome_row, record_task_outcomes
 
@@ -256,7 +257,7 @@ def _insert_events(
         }
         for m in moves
     ]
-    conn.execute(inserts.TASK_EVENTS, rows)
+    insert_task_events(conn, rows)
 
 
 def _announce_outcomes(

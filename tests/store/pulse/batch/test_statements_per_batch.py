@@ -31,8 +31,9 @@ HANDLER = "test.noop"
 SUBMIT_STATEMENTS = 7
 CLAIM_STATEMENTS = 7
 COMPLETE_STATEMENTS = 8
-#: A worker's cycle in one transaction (``cycle``): the session, the reports, the claim.
-CYCLE_STATEMENTS = 15
+#: A worker's cycle in one transaction (``cycle``): the session, the reports, the claim; the
+#: task_events of both parts in one INSERT.
+CYCLE_STATEMENTS = 14
 
 
 def _submitted(pulse: PulseDriver, size: int) -> int:
