@@ -325,6 +325,11 @@ class ReportServer:
             transport=httpx.MockTransport(self),
             lease_wait_seconds=1,
             concurrency=1,  # its one slot held: the lease loop waits, and takes the report
+            # The report leaves by its own call only once a lease request gave it back (or the
+            # worker stops): with the default lingers, a lease loop not scheduled within its
+            # hold (tens of ms, a loaded machine) let the flusher send it first.
+            batch_linger=30,
+            lease_linger=30,
         )
         worker.register("shop.echo", _noop)
         thread = worker.run_in_thread()
