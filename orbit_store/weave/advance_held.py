@@ -9,37 +9,32 @@ submission, which a SAVEPOINT undoes.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import cast
 
 import sqlalchemy as sa
 
 from .advance import advance
-from .buffered import InstanceWrites, NeedsSinglePath, ReadOnlyConnection
+from .buffered import NeedsSinglePath
 from .context import InstanceContext
-from .set_writes import SetRefused, write_set
-
-log = logging.getLogger(__name__)
+from .set_writes import SetRefused, decide_held, release, write_set
 
 
 def advance_held(conn: sa.Connection, fresh: Callable[[], InstanceContext]) -> InstanceContext:
     """Advance and flush the instance ``fresh()`` reads (under its lock, with the events it
     appends); the context as it ends."""
-    ctx = fresh()
-    inst = ctx.instance
-    ctx.writes = InstanceWrites(inst.state_version, inst.event_seq)
-    ctx.conn = cast(sa.Connection, ReadOnlyConnection(conn))
-    try:
+
+    def advance_and_write(ctx: InstanceContext) -> None:
         advance(ctx)
         ctx.flush()
         with conn.begin_nested():
-            write_set(conn, inst.namespace, [ctx], {})
-    except (NeedsSinglePath, SetRefused) as exc:  # a database error is not caught: it propagates
-        log.debug("workflow %s advanced alone: %s: %s", inst.id, type(exc).__name__, exc)
-        ctx = fresh()
-        advance(ctx)
-        ctx.flush()
+            write_set(conn, ctx.namespace, [ctx], {})
+
+    ctx = fresh()
+    # A database error is not among those that fall back: it propagates.
+    if decide_held(ctx, conn, advance_and_write, falls_back=(NeedsSinglePath, SetRefused)):
+        release([ctx], conn)
         return ctx
-    ctx.conn, ctx.writes = conn, None
+    ctx = fresh()
+    advance(ctx)
+    ctx.flush()
     return ctx

@@ -6,7 +6,8 @@ While an instance is decided in a set its context reads through :class:`ReadOnly
 reads go to the database, and any write the set path does not hold back (a cancel, a wait, a
 poll round, a continuation) raises :class:`NeedsSinglePath` instead — nothing of the instance
 has been written, so the set drops what it held for it and the instance is advanced alone, in
-its own transaction, as before.
+its own transaction, as before. :func:`set_writes.decide_held` and ``release`` are the one
+way a caller holds an instance's writes back and hands its connection back.
 """
 
 from __future__ import annotations

@@ -24,11 +24,11 @@ row and backed off for that instance only. Pulse refusing a step task (a quota) 
 from __future__ import annotations
 
 import datetime as dt
-import logging
+import functools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -43,13 +43,11 @@ from orbit_store.schema import (
 )
 
 from .advance import advance
-from .buffered import InstanceWrites, NeedsSinglePath, ReadOnlyConnection
+from .buffered import NeedsSinglePath
 from .context import InstanceContext, context_of
 from .inbox import apply_outcome
 from .model import AdvanceReport, SignalState
-from .set_writes import SetRefused, write_set
-
-log = logging.getLogger(__name__)
+from .set_writes import SetRefused, decide_held, release, write_set
 
 __all__ = ["SET_SIZE", "SetOutcome", "SetRefused", "consume_set"]
 
@@ -86,27 +84,28 @@ def consume_set(
         return outcome
     ids = [row.id for row in rows]
     steps, messages, activations, signals = _read(conn, ids, as_db_time(conn, rows[0].db_now))
-    reading = cast(sa.Connection, ReadOnlyConnection(conn))
     decided: list[InstanceContext] = []
     consumed: dict[str, str] = {}
     for row in rows:
         if not messages[row.id]:
             continue
-        ctx = context_of(reading, row, steps[row.id], max_payload_bytes=max_payload_bytes)
-        ctx.writes = InstanceWrites(row.state_version, row.event_seq, signals.get(row.id, 0))
-        try:
-            done = _decide(ctx, messages[row.id], activations)
-        except Exception as exc:
-            if not isinstance(exc, NeedsSinglePath):
-                log.info("workflow %s taken alone: %s: %s", row.id, type(exc).__name__, exc)
+        ctx = context_of(conn, row, steps[row.id], max_payload_bytes=max_payload_bytes)
+        done: dict[str, str] = {}
+        held = decide_held(
+            ctx,
+            conn,
+            functools.partial(_decide, messages[row.id], activations, done),
+            pending_signals=signals.get(row.id, 0),
+            falls_back=(Exception,),  # whatever its decision raises, it is taken alone
+        )
+        if not held:
             outcome.alone.append(row.id)
             continue
         decided.append(ctx)
         consumed.update(done)
     write_set(conn, namespace, decided, consumed)
-    for ctx in decided:
-        ctx.conn = conn
-        outcome.reports.append(ctx.report)
+    release(decided, conn)
+    outcome.reports += [ctx.report for ctx in decided]
     outcome.consumed = len(consumed)
     return outcome
 
@@ -164,13 +163,12 @@ def _read(
 
 
 def _decide(
-    ctx: InstanceContext, messages: list[Any], activations: dict[str, Any]
-) -> dict[str, str]:
-    """Apply the instance's outcomes in order and advance after each (held back); inbox row
-    id → what consuming it did."""
+    messages: list[Any], activations: dict[str, Any], done: dict[str, str], ctx: InstanceContext
+) -> None:
+    """Apply the instance's outcomes in order and advance after each (held back); ``done``
+    gets inbox row id → what consuming it did."""
     if ctx.instance.paused:
         raise NeedsSinglePath("paused: its continuations are recorded alone")
-    done: dict[str, str] = {}
     for message in messages:
         if message.activation_id is None:
             what = f"advanced after {message.kind}"
@@ -186,4 +184,3 @@ def _decide(
         lag = max((ctx.now - received).total_seconds(), 0.0)
         ctx.report.orchestration_lag_seconds = max(ctx.report.orchestration_lag_seconds or 0, lag)
     ctx.report.outcome = "; ".join(done.values())[:255]
-    return done

@@ -11,13 +11,17 @@ whatever the set's size (seed §5 "内部事件消费", invariants 6 and 9):
    it was read in under the instance lock, with the affected-row count checked;
 4. one UPDATE marking the set's inbox rows consumed, each with what it did.
 
+:func:`decide_held` holds an instance's writes back while the caller decides it, and
+:func:`release` hands it its connection back once the set is written.
+
 The step change and the task that serves the next step still commit together (invariant 9).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -31,8 +35,10 @@ from orbit_store.schema import (
     workflow_steps,
 )
 
-from .buffered import InstanceWrites
+from .buffered import InstanceWrites, NeedsSinglePath, ReadOnlyConnection
 from .context import InstanceContext, LostRace
+
+log = logging.getLogger(__name__)
 
 
 class SetRefused(Exception):
@@ -42,6 +48,37 @@ class SetRefused(Exception):
     def __init__(self, instance_ids: set[str]) -> None:
         super().__init__(f"step tasks refused for {len(instance_ids)} instance(s)")
         self.instance_ids = instance_ids
+
+
+def decide_held(
+    ctx: InstanceContext,
+    conn: sa.Connection,
+    decide: Callable[[InstanceContext], None],
+    *,
+    pending_signals: int = 0,
+    falls_back: tuple[type[BaseException], ...] = (NeedsSinglePath,),
+) -> bool:
+    """Run ``decide(ctx)`` with the instance's writes held back and its reads through
+    :class:`ReadOnlyConnection` over ``conn``; True when it was held (write it, then
+    :func:`release`). When it raises one of ``falls_back`` its held writes are dropped, ``ctx``
+    gets ``conn`` back and False says it goes the single path; anything else propagates."""
+    inst = ctx.instance
+    ctx.writes = InstanceWrites(inst.state_version, inst.event_seq, pending_signals)
+    ctx.conn = cast(sa.Connection, ReadOnlyConnection(conn))
+    try:
+        decide(ctx)
+    except falls_back as exc:
+        level = logging.DEBUG if isinstance(exc, NeedsSinglePath) else logging.INFO
+        log.log(level, "workflow %s taken alone: %s: %s", inst.id, type(exc).__name__, exc)
+        release([ctx], conn)
+        return False
+    return True
+
+
+def release(contexts: Iterable[InstanceContext], conn: sa.Connection) -> None:
+    """The held writes of ``contexts`` are written: each context works on ``conn`` again."""
+    for ctx in contexts:
+        ctx.conn, ctx.writes = conn, None
 
 
 def write_set(

@@ -45,12 +45,11 @@ from orbit_store.schema import (
 )
 
 from .advance import advance
-from .buffered import InstanceWrites, NeedsSinglePath, ReadOnlyConnection
 from .context import InstanceContext, context_of, lock_instance
 from .definitions import load_version
 from .model import AdvanceReport, StartResult
 from .service import start
-from .set_writes import write_set
+from .set_writes import decide_held, release, write_set
 from .start import (
     GATE_OWNER,
     StartRequest,
@@ -241,30 +240,24 @@ def _insert_and_advance(
         sa.select(workflow_steps).where(workflow_steps.c.instance_id.in_(sorted(instances)))
     ):
         steps_of[row.instance_id].append(row)
-    reading = cast(sa.Connection, ReadOnlyConnection(conn))
     held: list[InstanceContext] = []
     alone: list[str] = []
     for row in locked:
         request = requests[instances[row.id][0]]
         ctx = context_of(
-            reading,
+            conn,
             row,
             steps_of[row.id],
             actor=request.started_by,
             max_payload_bytes=request.max_payload_bytes,
         )
-        ctx.writes = InstanceWrites(row.state_version, row.event_seq)
-        _started_event(ctx, request, instances[row.id][1][2])
-        try:
-            advance(ctx)
-            ctx.flush()
-        except NeedsSinglePath:
+        version = instances[row.id][1][2]
+        if decide_held(ctx, conn, functools.partial(_start_and_advance, request, version)):
+            held.append(ctx)
+        else:
             alone.append(row.id)
-            continue
-        held.append(ctx)
     write_set(conn, namespace, held, {})
-    for ctx in held:
-        ctx.conn, ctx.writes = conn, None
+    release(held, conn)
     for instance_id in alone:
         request = requests[instances[instance_id][0]]
         ctx = lock_instance(
@@ -285,6 +278,12 @@ def _insert_and_advance(
         )
         for ctx in held
     ]
+
+
+def _start_and_advance(request: StartRequest, version: int, ctx: InstanceContext) -> None:
+    _started_event(ctx, request, version)
+    advance(ctx)
+    ctx.flush()
 
 
 def _started_event(ctx: InstanceContext, request: StartRequest, version: int) -> None:
