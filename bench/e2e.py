@@ -9,9 +9,9 @@ moves them alike; the medians of the rounds are printed last:
 - **orbit one by one**: N ``Client.submit`` calls from 8 threads sharing one ``Client`` (its
   default coalescing), then the workers drain them;
 - **orbit bulk**: N tasks by ``Client.submit_many``, then their drain;
-- **pgqueuer / procrastinate** (``bench/peers.py``): N jobs enqueued one by one and in bulk, each
-  drained by 2 worker processes;
-- **raw** (``--raw``): ``bench/raw_sql.py``, 8 submitting and 16 draining processes.
+- **pgqueuer / procrastinate** (``bench/baselines/peers.py``): N jobs enqueued one by one and in
+  bulk, each drained by 2 worker processes;
+- **raw** (``--raw``): ``bench/baselines/raw_sql.py``, 8 submitting and 16 draining processes.
 
 ``e2e = N / (submit seconds + drain seconds)``; Orbit's drain runs from the first lease to the
 last finish (database clock, worker start-up not counted), the peers' from the moment their
@@ -52,10 +52,9 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers
-import raw_sql
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.baselines import peers, raw_sql  # the repository root, added above
 from orbit_sdk import Client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -365,7 +364,7 @@ def main() -> None:
     add("--rounds", type=int, default=1, help="every cell this many times, alternated")
     add("--slots-per-worker", type=int, default=8, help="each of the 2 workers' concurrency")
     add("--peers", nargs="*", default=sorted(peers.PEERS), choices=sorted(peers.PEERS))
-    add("--raw", action="store_true", help="the raw-SQL lifecycle too (bench/raw_sql.py)")
+    add("--raw", action="store_true", help="the raw-SQL lifecycle too (bench/baselines/raw_sql.py)")
     add("--latency-samples", type=int, default=200, help="0: no dispatch measurement")
     add("--spacing", type=float, default=0.02, help="seconds between latency samples")
     add("--keep", action="store_true", help="keep the database and the logs")

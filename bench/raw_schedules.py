@@ -14,7 +14,7 @@ from typing import Any
 
 import pymysql
 
-from bench.raw_sql import connect
+from bench.baselines.raw_sql import connect
 from orbit_store.ids import new_id
 
 TABLES = ("schedules", "schedule_occurrences", "tasks", "submission_keys", "task_events")

@@ -17,8 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import raw_sql
-
+from bench.baselines import raw_sql  # the repository root: workflows.py puts it first
 from orbit_store.ids import new_id
 
 DEPENDS = {"a": (), "b": ("a",), "c": ("a",), "d": ("b", "c"), "e": ("d",)}

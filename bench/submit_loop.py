@@ -34,7 +34,8 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.e2e import (  # the repository root, added above (run as a script)
+from bench.baselines.raw_sql import make_tables, raw_part  # the repository root, added above
+from bench.e2e import (
     DEFAULT_URL,
     Orbit,
     cpu_seconds,
@@ -44,7 +45,6 @@ from bench.e2e import (  # the repository root, added above (run as a script)
     say,
     server_sql,
 )
-from bench.raw_sql import make_tables, raw_part
 from orbit_sdk import Client
 
 NS = "bench"

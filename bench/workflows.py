@@ -35,10 +35,12 @@ from typing import Any
 
 import httpx
 import pymysql
-import raw_workflows
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import raw_workflows  # the repository root, added above
 from orbit_sdk import Client
 from orbit_store.db import create_store_engine
 from orbit_store.weave.inbox import due_messages

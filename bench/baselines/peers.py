@@ -7,7 +7,7 @@ PostgreSQL is used as configured (``synchronous_commit`` and ``fsync`` are print
 means both on); pgqueuer installs its tables with its default durability (logged). Each cell
 starts from an empty schema of its own, made and dropped here.
 
-Usage: ``.venv/bin/python bench/peers.py [--tasks 5000] [--peers pgqueuer procrastinate]``
+Usage: ``.venv/bin/python bench/baselines/peers.py [--tasks 5000] [--peers pgqueuer procrastinate]``
 (needs ``pip install pgqueuer asyncpg procrastinate 'psycopg[binary]'``; not project
 dependencies).
 """
