@@ -25,7 +25,7 @@ the replica no worker waits on (only the shared probe finds it: what the probe c
 
 ``--profile DIR`` samples the server and the workers with py-spy (``pip install py-spy``; the
 thread holding the GIL) during each drain and writes their collapsed stacks there
-(``bench/stacks.py`` sums them).
+(``bench/profiling/stacks.py`` sums them).
 
 Usage: ``.venv/bin/python bench/e2e.py [--tasks 5000] [--rounds 3] [--raw]`` (see --help);
 ``--peers`` needs ``pip install pgqueuer asyncpg procrastinate 'psycopg[binary]'``.

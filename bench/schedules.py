@@ -22,8 +22,8 @@ Then, with the server stopped, the same work in plain SQL in the same run
 started and connected before their first boundary is set, so their start-up is not counted),
 measured the same way.
 
-``--profile`` runs the server under ``bench/profiled_server.py`` (a wall-clock sampler of the
-scheduler's threads; its summary is printed). Usage:
+``--profile`` runs the server under ``bench/profiling/profiled_server.py`` (a wall-clock sampler
+of the scheduler's threads; its summary is printed). Usage:
 ``.venv/bin/python bench/schedules.py [--schedules 2000] [--minutes 2] [--no-raw] [--profile]``.
 The database is dropped afterwards (``--keep`` keeps it and the server's log).
 """
@@ -63,7 +63,7 @@ from orbit_store.upgrade import migrate
 
 SERVER_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 PER_NAMESPACE = 100
-PROFILER = Path(__file__).resolve().with_name("profiled_server.py")
+PROFILER = ROOT / "bench" / "profiling" / "profiled_server.py"
 SCAN_EXPLAIN = (
     "EXPLAIN SELECT namespace, id FROM schedules WHERE next_fire_at <= UTC_TIMESTAMP(6) "
     "ORDER BY next_fire_at LIMIT 1000"
@@ -234,7 +234,7 @@ def orbit_cell(engine: sa.Engine, url: str, args: argparse.Namespace, logs: Path
     label = "Orbit: one `orbit server`, defaults"
     report(engine, label, schedule_occurrences, first, args.minutes, expected, cpu, "server")
     if args.profile:
-        print("--- the server's scheduler threads, wall-clock samples (bench/profiled_server.py)")
+        print("--- the server's scheduler threads, wall-clock samples (profiled_server.py)")
         print(log.with_suffix(".profile").read_text())
 
 

@@ -2,7 +2,7 @@
 writes them) by the module that did the work: a sample is charged to its innermost frame of
 Orbit's code or of a library's, so where a process's CPU goes reads in a few lines.
 
-Usage: ``.venv/bin/python bench/stacks.py FILE... [--top 25] [--frames] [--only TEXT]
+Usage: ``.venv/bin/python bench/profiling/stacks.py FILE... [--top 25] [--frames] [--only TEXT]
 [--skip TEXT]`` (``--frames``: by innermost function instead of module; ``--only``/``--skip``:
 the stacks that name, or do not name, a frame containing TEXT).
 """
