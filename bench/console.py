@@ -25,8 +25,8 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.dispatch import DEFAULT_SERVER, server  # the repository root, added above
-from bench.e2e import cpu_seconds, mariadb_pid
+from bench.tasks.dispatch import DEFAULT_SERVER, server  # the repository root, added above
+from bench.tasks.e2e import cpu_seconds, mariadb_pid
 from orbit_store.access.credentials import create_token
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.upgrade import migrate

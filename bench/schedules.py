@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import raw_schedules  # the repository root, added above
 from bench.baselines.raw_sql import connect
-from bench.e2e import ORBIT, ROOT, cpu_seconds, free_port, mariadb_pid
+from bench.tasks.e2e import ORBIT, ROOT, cpu_seconds, free_port, mariadb_pid
 from orbit.engines.scheduler import WORKERS
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.schedules.declare import create_schedule

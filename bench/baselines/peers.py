@@ -1,7 +1,7 @@
-"""pgqueuer and procrastinate on durable PostgreSQL, measured the way ``bench/e2e.py`` measures
-Orbit: N no-op jobs submitted (one by one, or in one bulk call), then drained by 2 worker
-processes; ``e2e = N / (submit time + drain time)``. ``bench/e2e.py --peers`` runs these cells in
-the same run as Orbit's, alternating; run alone for the peers only.
+"""pgqueuer and procrastinate on durable PostgreSQL, measured the way ``bench/tasks/e2e.py``
+measures Orbit: N no-op jobs submitted (one by one, or in one bulk call), then drained by 2 worker
+processes; ``e2e = N / (submit time + drain time)``. ``bench/tasks/e2e.py --peers`` runs these
+cells in the same run as Orbit's, alternating; run alone for the peers only.
 
 PostgreSQL is used as configured (``synchronous_commit`` and ``fsync`` are printed: "durable"
 means both on); pgqueuer installs its tables with its default durability (logged). Each cell

@@ -1,7 +1,7 @@
 """The task lifecycle written as plain PyMySQL transactions, no framework: submit (one
 transaction each), then claim one, start, complete — each its own transaction — from as many
 processes as a fleet has slots. The ceiling Orbit's store would have if it did nothing but these
-rows' writes; ``bench/e2e.py --raw`` measures it in the same run as Orbit. Scratch tables are
+rows' writes; ``bench/tasks/e2e.py --raw`` measures it in the same run as Orbit. Scratch tables are
 made with ``CREATE TABLE … LIKE`` Orbit's, READ COMMITTED."""
 
 from __future__ import annotations

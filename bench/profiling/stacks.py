@@ -1,6 +1,7 @@
-"""Sums py-spy's collapsed stacks (``py-spy record --format raw``, as ``bench/e2e.py --profile``
-writes them) by the module that did the work: a sample is charged to its innermost frame of
-Orbit's code or of a library's, so where a process's CPU goes reads in a few lines.
+"""Sums py-spy's collapsed stacks (``py-spy record --format raw``, as
+``bench/tasks/e2e.py --profile`` writes them) by the module that did the work: a sample is
+charged to its innermost frame of Orbit's code or of a library's, so where a process's CPU goes
+reads in a few lines.
 
 Usage: ``.venv/bin/python bench/profiling/stacks.py FILE... [--top 25] [--frames] [--only TEXT]
 [--skip TEXT]`` (``--frames``: by innermost function instead of module; ``--only``/``--skip``:

@@ -59,7 +59,7 @@ from orbit_store.pulse.state.transitions import LostRace
 MAX_BATCH = 100
 
 #: The smallest batch that takes the set path: one item is cheaper through the single-item body
-#: (its statements are built once; bench/batch_paths.py).
+#: (its statements are built once; bench/tasks/batch_paths.py).
 SET_PATH_FROM = 2
 
 #: Batches whose set path was rolled back and applied item by item, by kind (start, complete)

@@ -36,7 +36,7 @@ from ..errors import NotFound, PayloadTooLarge, ValidationFailed, error_for_prob
 from ..models import Problem, Task
 from .bulk import submit_many_call
 
-#: Seconds a sender waits for company once requests carry several (bench/submit_linger.py).
+#: Seconds a sender waits for company once requests carry several (bench/tasks/submit_linger.py).
 DEFAULT_SUBMIT_LINGER = 0.001
 #: Submissions per request: a request is one server transaction (``bulk.SUB_BATCH``).
 MAX_COALESCED = 100

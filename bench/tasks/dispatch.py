@@ -18,7 +18,7 @@ Cases:
 - ``--workers 2``: B runs two HTTP processes and tasks are submitted to B: a submission lands on
   either process, so about half are found by the probe.
 
-Usage: ``.venv/bin/python bench/dispatch.py [--tasks 200] [--pollers 4]``. Speed is measured
+Usage: ``.venv/bin/python bench/tasks/dispatch.py [--tasks 200] [--pollers 4]``. Speed is measured
 here, never asserted in tests; report the machine's load with the figures.
 """
 

@@ -10,7 +10,7 @@ its own on the same database; with several values of both, every pair is run, an
 repeats the whole list (alternated, so a machine whose speed drifts hits each alike). With fewer
 transactions than concurrent submitters, the submissions that arrive during a transaction share
 the next one; with as many, each has its own (no grouping).
-Usage: ``.venv/bin/python bench/submit_loop.py [--tasks 2000] [--submitters 8]
+Usage: ``.venv/bin/python bench/tasks/submit_loop.py [--tasks 2000] [--submitters 8]
 [--submit-transactions 1 2 8] [--server-workers 1 2] [--rounds 3]`` (see --help).
 """
 
@@ -32,10 +32,10 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.baselines.raw_sql import make_tables, raw_part  # the repository root, added above
-from bench.e2e import (
+from bench.tasks.e2e import (
     DEFAULT_URL,
     Orbit,
     cpu_seconds,

@@ -7,7 +7,7 @@ The server groups concurrent ``POST …/tasks`` requests into one transaction
 submission's store cost, and a second server process halves them (each groups only the requests it
 receives; docs/performance.md). Sizes are alternated round by round, so a machine whose speed drifts
 hits each alike; medians are printed.
-Usage: ``.venv/bin/python bench/submit_groups.py [--sizes 1 2 4 8 16] [--rounds 150]``.
+Usage: ``.venv/bin/python bench/tasks/submit_groups.py [--sizes 1 2 4 8 16] [--rounds 150]``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.batch_paths import (  # the repository root, added above (run as a script)
+from bench.tasks.batch_paths import (  # the repository root, added above (run as a script)
     _database,
     count_statements,
 )

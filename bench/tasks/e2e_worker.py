@@ -1,5 +1,5 @@
-"""The no-op worker bench/e2e.py runs as `orbit worker bench.e2e_worker:worker` subprocesses:
-the SDK's default settings; the bench passes ``--concurrency``."""
+"""The no-op worker bench/tasks/e2e.py runs as `orbit worker bench.tasks.e2e_worker:worker`
+subprocesses: the SDK's default settings; the bench passes ``--concurrency``."""
 
 from __future__ import annotations
 

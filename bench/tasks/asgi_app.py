@@ -1,8 +1,8 @@
-"""Orbit's app for another ASGI server than uvicorn (``bench/e2e.py --asgi granian``): built as
-`orbit server` builds it, with its defaults, from ``ORBIT_DATABASE_URL``. A factory, so the
-server process builds it after it started.
+"""Orbit's app for another ASGI server than uvicorn (``bench/tasks/e2e.py --asgi granian``):
+built as `orbit server` builds it, with its defaults, from ``ORBIT_DATABASE_URL``. A factory, so
+the server process builds it after it started.
 
-Usage: ``granian --interface asgi --factory bench.asgi_app:app`` (from the repository root).
+Usage: ``granian --interface asgi --factory bench.tasks.asgi_app:app`` (from the repository root).
 """
 
 from __future__ import annotations

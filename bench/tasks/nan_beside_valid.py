@@ -9,7 +9,7 @@ token create`), starts `orbit server` on a free port and, for ``--seconds``, run
 non-JSON-number submissions in namespace A, and ``--other-threads`` threads of valid ones in
 namespace B. It prints the answers by kind and exits 1 when any rule was broken.
 
-Usage: ``.venv/bin/python bench/nan_beside_valid.py [--database-url URL] [--seconds 10]``
+Usage: ``.venv/bin/python bench/tasks/nan_beside_valid.py [--database-url URL] [--seconds 10]``
 (the URL's database is dropped and created; default on the local MariaDB).
 """
 
@@ -33,7 +33,7 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_accept_nan"
 #: What the poison threads send as a param: Python's json accepts each; JSON has none of them.

@@ -7,7 +7,7 @@ orbit = ``claim_tasks`` / ``start_attempt`` / ``complete_attempt`` via ``run_tra
 engine and worker session per process); raw = PyMySQL, READ COMMITTED: claim = SKIP LOCKED select,
 insert attempts, update tasks, insert events, commit; start = update attempt, update task, insert
 event, commit; complete = the same plus a result_event (Orbit writes one too), commit.
-Usage: ``.venv/bin/python bench/claim.py [--quick]`` (see --help).
+Usage: ``.venv/bin/python bench/tasks/claim.py [--quick]`` (see --help).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ request): submissions per second, the client's and the server's CPU per submissi
 submissions a request carried — against a real `orbit server` with its defaults. Values are
 alternated round by round, so a machine whose speed drifts hits each alike; medians printed.
 
-Usage: ``.venv/bin/python bench/submit_linger.py [--tasks 2000] [--lingers off 0 0.001 0.005]
+Usage: ``.venv/bin/python bench/tasks/submit_linger.py [--tasks 2000] [--lingers off 0 0.001 0.005]
 [--rounds 3]``.
 """
 

@@ -27,7 +27,7 @@ the replica no worker waits on (only the shared probe finds it: what the probe c
 thread holding the GIL) during each drain and writes their collapsed stacks there
 (``bench/profiling/stacks.py`` sums them).
 
-Usage: ``.venv/bin/python bench/e2e.py [--tasks 5000] [--rounds 3] [--raw]`` (see --help);
+Usage: ``.venv/bin/python bench/tasks/e2e.py [--tasks 5000] [--rounds 3] [--raw]`` (see --help);
 ``--peers`` needs ``pip install pgqueuer asyncpg procrastinate 'psycopg[binary]'``.
 """
 
@@ -52,12 +52,12 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.baselines import peers, raw_sql  # the repository root, added above
 from orbit_sdk import Client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 DEFAULT_URL = "mysql://root@127.0.0.1:3306/orbit_bench_e2e"
 HANDLER = "bench.noop"
@@ -151,9 +151,9 @@ class Orbit:
         """`orbit server` with its defaults on a free port, once ready."""
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        if self.args.asgi == "granian":  # the same app under granian (bench/asgi_app.py)
+        if self.args.asgi == "granian":  # the same app under granian (bench/tasks/asgi_app.py)
             argv = ["--interface", "asgi", "--factory", "--host", "127.0.0.1", "--port", str(port)]
-            argv += ["--no-access-log", "bench.asgi_app:app"]
+            argv += ["--no-access-log", "bench.tasks.asgi_app:app"]
             granian = str(Path(sys.executable).with_name("granian"))
             proc = self.spawn(argv, log, granian, ORBIT_DATABASE_URL=self.url)
         else:
@@ -175,7 +175,7 @@ class Orbit:
             env = {"ORBIT_SERVER": base, "ORBIT_TOKEN": token, "ORBIT_NAMESPACE": namespace}
             env["BENCH_WORKER_NAME"] = f"{namespace}-w{k}"
             slots = str(self.args.slots_per_worker)
-            argv = ["worker", "bench.e2e_worker:worker", "--concurrency", slots]
+            argv = ["worker", "bench.tasks.e2e_worker:worker", "--concurrency", slots]
             started.append(self.spawn(argv, f"worker-{namespace}-{k}.log", **env))
         return started
 

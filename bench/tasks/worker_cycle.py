@@ -4,7 +4,7 @@ lease asks for, started, and answers every report at once. No network, no databa
 SDK's threads, hand-offs and bookkeeping cost per task (the stand-in's own JSON work is in the
 figure too, alike for every variant). CPU is the process's (``time.process_time``).
 
-Usage: ``.venv/bin/python bench/worker_cycle.py [--tasks 20000] [--slots 8] [--rounds 3]``.
+Usage: ``.venv/bin/python bench/tasks/worker_cycle.py [--tasks 20000] [--slots 8] [--rounds 3]``.
 """
 
 from __future__ import annotations

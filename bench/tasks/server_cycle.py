@@ -6,7 +6,7 @@ this process's (``time.process_time``): what the HTTP process spends per task on
 path, without the network, the workers or the machine's other work in the figure; the wall
 time per cycle is printed too. Also one-by-one and coalesced submissions (``--submit``).
 
-Usage: ``.venv/bin/python bench/server_cycle.py [--tasks 2000] [--batch 8] [--rounds 3]``;
+Usage: ``.venv/bin/python bench/tasks/server_cycle.py [--tasks 2000] [--batch 8] [--rounds 3]``;
 ``--profile FILE`` writes a cProfile of the last round's drain (read it with ``pstats``).
 """
 
@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 import sqlalchemy as sa
-from batch_paths import _database  # the bench folder is the script's own (sys.path[0])
+from batch_paths import _database  # bench/tasks is the script's own folder (sys.path[0])
 
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings

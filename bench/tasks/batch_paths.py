@@ -7,7 +7,7 @@ For each batch size B: submit, claim B tasks, then start them in one transaction
 them (success) in another, first item by item and then through the set path (alternating, so
 the machine's load hits both alike). CPU is this process's CPU time (``time.process_time``) —
 what the server spends in Python per item, the figure the drain is bound by — and wall time.
-Usage: ``.venv/bin/python bench/batch_paths.py [--rounds 30] [--sizes 1 4 16 50]``.
+Usage: ``.venv/bin/python bench/tasks/batch_paths.py [--rounds 30] [--sizes 1 4 16 50]``.
 """
 
 from __future__ import annotations

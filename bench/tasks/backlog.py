@@ -13,7 +13,7 @@ through ``claim_tasks`` + ``run_transaction`` exactly as the server does, and th
 p50/p99 of the claim transaction and the rows MariaDB read per claim (Handler_read_*), and the
 ratio 1M/10k for each mix (near 1: the claim's cost does not grow with the backlog).
 
-Usage: ``.venv/bin/python bench/backlog.py [--sizes 10000 1000000] [--claims 300]``.
+Usage: ``.venv/bin/python bench/tasks/backlog.py [--sizes 10000 1000000] [--claims 300]``.
 """
 
 from __future__ import annotations
