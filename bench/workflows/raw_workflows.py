@@ -1,6 +1,6 @@
 """The five-step workflow (a → b, c → d → e) written as plain PyMySQL transactions, no
 framework: the ceiling Orbit's Weave would have if it did nothing but these rows' writes.
-``bench/workflows.py --raw`` measures it in the same run as Orbit.
+``bench/workflows/workflows.py --raw`` measures it in the same run as Orbit.
 
 - a start: the instance, its five steps, the first step's task (one transaction);
 - a worker slot (one process each): claim, start, complete a task — the completion also writes

@@ -1,4 +1,5 @@
-"""The no-op worker bench/workflows.py runs as `orbit worker bench.workflow_worker:worker`."""
+"""The no-op worker bench/workflows/workflows.py runs as
+`orbit worker bench.workflows.workflow_worker:worker`."""
 
 from __future__ import annotations
 

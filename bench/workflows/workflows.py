@@ -9,11 +9,13 @@ over HTTP (SDK, several threads) while the workers run; measured from the databa
   second phase, one instance at a time with idle workers;
 - orchestration lag: a task's outcome persisted → consumed by the inbox loop (p50, p99).
 
-With ``--raw`` the same run then does the same work in plain SQL (``bench/raw_workflows.py``:
-as many worker processes as slots, as many consumer processes as the server has consumer
-threads): the ceiling of these rows' writes on this machine, beside Orbit's figures.
+With ``--raw`` the same run then does the same work in plain SQL
+(``bench/workflows/raw_workflows.py``: as many worker processes as slots, as many consumer
+processes as the server has consumer threads): the ceiling of these rows' writes on this
+machine, beside Orbit's figures.
 
-Usage: ``.venv/bin/python bench/workflows.py [--instances 1000] [--quick] [--raw] [--keep]``.
+Usage: ``.venv/bin/python bench/workflows/workflows.py [--instances 1000] [--quick] [--raw]
+[--keep]``.
 """
 
 from __future__ import annotations
@@ -38,15 +40,15 @@ import pymysql
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import raw_workflows  # the repository root, added above
+from bench.workflows import raw_workflows  # the repository root, added above
 from orbit_sdk import Client
 from orbit_store.db import create_store_engine
 from orbit_store.weave.inbox import due_messages
 from orbit_store.weave.timers import due_instances
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/orbit_bench_workflows"
 NS = "bench"
@@ -108,7 +110,9 @@ class Bench:
         for k in range(self.args.workers):
             env = {"ORBIT_SERVER": self.base, "ORBIT_TOKEN": self.token, "ORBIT_NAMESPACE": NS}
             env["BENCH_CONCURRENCY"] = str(self.args.concurrency)
-            self.spawn(["worker", "bench.workflow_worker:worker"], f"worker-{k}.log", **env)
+            self.spawn(
+                ["worker", "bench.workflows.workflow_worker:worker"], f"worker-{k}.log", **env
+            )
 
     def query(self, sql: str, *params: Any) -> Any:
         with self.db.cursor() as cur:
