@@ -5,8 +5,8 @@ Every 5 ms the sampler reads the stack of each thread whose name starts with ``o
 names where those threads spent their busy time: each function's share of the samples with it on
 the stack (cumulative) and at the top (self). Samples of a thread waiting
 for work (its loop's interval, the pool's queue) are counted apart as idle. Wall clock, not CPU:
-time waiting on MariaDB shows up in the driver's socket reads. ``bench/schedules.py --profile``
-runs the server this way.
+time waiting on MariaDB shows up in the driver's socket reads.
+``bench/schedules/schedules.py --profile`` runs the server this way.
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ The server decides M such boundaries; the bench reads the outcome from the rows:
 - the plan MariaDB chooses for the scheduler's scan (``ix_schedules_due``).
 
 Then, with the server stopped, the same work in plain SQL in the same run
-(``bench/raw_schedules.py``: copies of the same schedules, ``--raw-processes`` processes,
+(``bench/schedules/raw_schedules.py``: copies of the same schedules, ``--raw-processes`` processes,
 started and connected before their first boundary is set, so their start-up is not counted),
 measured the same way.
 
 ``--profile`` runs the server under ``bench/profiling/profiled_server.py`` (a wall-clock sampler
 of the scheduler's threads; its summary is printed). Usage:
-``.venv/bin/python bench/schedules.py [--schedules 2000] [--minutes 2] [--no-raw] [--profile]``.
+``.venv/bin/python bench/schedules/schedules.py [--schedules 2000] [--minutes 2] [--no-raw]
+[--profile]``.
 The database is dropped afterwards (``--keep`` keeps it and the server's log).
 """
 
@@ -49,10 +50,10 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import raw_schedules  # the repository root, added above
-from bench.baselines.raw_sql import connect
+from bench.baselines.raw_sql import connect  # the repository root, added above
+from bench.schedules import raw_schedules
 from bench.tasks.e2e import ORBIT, ROOT, cpu_seconds, free_port, mariadb_pid
 from orbit.engines.scheduler import WORKERS
 from orbit_store.db import create_store_engine, run_transaction

@@ -2,8 +2,8 @@
 schedules with a plain read, claim them 100 at a time by primary key with SKIP LOCKED, then one
 multi-row INSERT each of their tasks, idempotency keys, accepted events and occurrences, and one
 UPDATE moving them a minute on. The ceiling Orbit's scheduler would have if it did nothing but
-these rows' writes; ``bench/schedules.py`` runs it in the same run as Orbit, over copies of the
-same schedules (``CREATE TABLE … LIKE``)."""
+these rows' writes; ``bench/schedules/schedules.py`` runs it in the same run as Orbit, over
+copies of the same schedules (``CREATE TABLE … LIKE``)."""
 
 from __future__ import annotations
 
