@@ -1,5 +1,5 @@
-"""Debian's chromium as the console's browser tests and ``bench/console.py`` launch it through
-Playwright: the system binary (never a downloaded browser), headless, quiet."""
+"""Debian's chromium as the console's browser tests and ``bench/console/console.py`` launch it
+through Playwright: the system binary (never a downloaded browser), headless, quiet."""
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

@@ -369,7 +369,7 @@ def test_every_page_is_labelled_and_readable_in_light_and_dark_and_on_a_phone(
         expect(page.locator(".freshness")).to_contain_text("Updated")
         assert page.evaluate(READABLE) == [], name
 
-    # Live by polling while visible; a hidden tab asks the server nothing (bench/console.md).
+    # Live by polling while visible; a hidden tab asks the server nothing (bench/console/).
     asked: list[str] = []
     page.on("request", lambda request: asked.append(request.url))
     page.goto(f"{tenant.server.url}/ui/ns/{tenant.namespace}/tasks")

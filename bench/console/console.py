@@ -6,8 +6,8 @@ measures the server process's CPU while idle, then opens 20 pages in Debian's ch
 each console page, every one visible and polling) and measures again. The console's load is the
 difference, as a share of one core. Chromium's own CPU is not the server's and is not counted.
 
-Usage: ``.venv/bin/python bench/console.py [--pages 20] [--seconds 60]``. Record the figures in
-bench/console.md with the machine's load at the time.
+Usage: ``.venv/bin/python bench/console/console.py [--pages 20] [--seconds 60]``. Record the
+figures in bench/console/console.md with the machine's load at the time.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.tasks.dispatch import DEFAULT_SERVER, server  # the repository root, added above
 from bench.tasks.e2e import cpu_seconds, mariadb_pid
