@@ -14,10 +14,10 @@ from orbit_store.db import create_store_engine
 from orbit_store.recovery.verify import verify
 from orbit_store.upgrade import migrate
 
-from .delivery_driver import DeliveryDriver
-from .pulse_driver import PulseDriver
-from .schedule_driver import ScheduleDriver
-from .weave_driver import WeaveDriver
+from .drivers.delivery_driver import DeliveryDriver
+from .drivers.pulse_driver import PulseDriver
+from .drivers.schedule_driver import ScheduleDriver
+from .drivers.weave_driver import WeaveDriver
 
 
 @pytest.fixture(scope="session")

@@ -28,9 +28,9 @@ from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.pulse.manual.review import ReviewDecision, retry_task, review_task
 from orbit_store.schema import audit_log
 
-from ..delivery_driver import DeliveryDriver
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
 from ..pulse.manual.test_review import _needs_review
-from ..pulse_driver import PulseDriver
 
 Work = Callable[[sa.Connection], Any]
 

@@ -16,9 +16,9 @@ from orbit_store.weave import control
 from orbit_store.weave.definitions import get_definition, publish_audited
 from orbit_store.weave.spec import parse
 
-from ..schedule_driver import ScheduleDriver
+from ..drivers.schedule_driver import ScheduleDriver
+from ..drivers.weave_driver import WeaveDriver
 from ..weave.test_weave_signals import APPROVAL
-from ..weave_driver import WeaveDriver
 from .test_audit import assert_audited_with_the_change
 
 

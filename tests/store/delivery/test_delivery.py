@@ -20,8 +20,8 @@ from orbit_store.delivery.subscriptions import put_subscription
 from orbit_store.errors import Conflict, InvalidRequest
 from orbit_store.pulse.model import Outcome, Safety
 
-from ..delivery_driver import DeliveryDriver
-from ..pulse_driver import PulseDriver
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
 
 
 def test_an_outcome_writes_one_delivery_per_matching_subscription_inv4_inv6(

@@ -21,8 +21,8 @@ from orbit.metrics.server import Metrics
 from orbit_store.delivery.model import PushResult
 from orbit_store.recovery.verify import verify
 
-from ..delivery_driver import DeliveryDriver
-from ..pulse_driver import PulseDriver
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
 
 PATIENCE_SECONDS = 60  # how long the test waits for what must happen, not a measured figure
 

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.delivery.pull import ack_events, pull_events
 
-from ..delivery_driver import DeliveryDriver
-from ..pulse_driver import PulseDriver
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb_only]
 

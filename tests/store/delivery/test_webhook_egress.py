@@ -28,8 +28,8 @@ from orbit.engines.webhooks import SecretDirectory, SecretUnavailable
 from orbit.metrics.server import Metrics
 from orbit_store.schema import subscriptions
 
-from ..delivery_driver import DeliveryDriver
-from ..pulse_driver import PulseDriver
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 

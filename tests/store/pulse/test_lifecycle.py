@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from orbit_store.pulse.model import CompletionStatus, TaskState
 
-from ..pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 
 def test_submitted_task_is_claimed_started_and_succeeds(pulse: PulseDriver) -> None:

@@ -23,8 +23,8 @@ from orbit_store.pulse import batches
 from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.model import Outcome, Safety
 
-from ..pulse_driver import PulseDriver
-from ..sent_statements import sent_statements
+from ..drivers.pulse_driver import PulseDriver
+from ..drivers.sent_statements import sent_statements
 
 pytestmark = pytest.mark.mariadb_only
 

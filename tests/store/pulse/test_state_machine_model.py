@@ -51,7 +51,7 @@ from orbit_store.pulse.model import TaskState as S
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import task_attempts, task_events, tasks
 
-from ..pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 BIG_STEP = 31  # longer than the default 30 s lease
 SMALL_STEP = 1  # longer than any backoff used here

@@ -19,8 +19,8 @@ from orbit_store.recovery.restore_fence import FenceReport, restore_fence
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import audit_log, server_replicas, worker_sessions
 
-from ..pulse_driver import PulseDriver
-from ..sent_statements import sent_statements
+from ..drivers.pulse_driver import PulseDriver
+from ..drivers.sent_statements import sent_statements
 
 
 def _fence(pulse: PulseDriver, reason: str = "restored backup of 02:00") -> FenceReport:

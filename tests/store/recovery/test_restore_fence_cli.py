@@ -9,7 +9,7 @@ from typer.testing import CliRunner, Result
 
 from orbit.cli.main import app
 
-from ..pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 runner = CliRunner()
 

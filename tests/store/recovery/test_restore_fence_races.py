@@ -22,8 +22,8 @@ from orbit_store.pulse.leases.start import start_attempt
 from orbit_store.pulse.model import CompletionStatus, StartRefusal
 from orbit_store.recovery.restore_fence import restore_fence
 
+from ..drivers.pulse_driver import PulseDriver
 from ..pulse.workers.test_session_races import race
-from ..pulse_driver import PulseDriver
 
 pytestmark = pytest.mark.mariadb_only
 

@@ -18,7 +18,7 @@ from orbit_store.pulse.model import CompletionStatus, RenewStatus, Safety, Start
 from orbit_store.recovery.restore_fence import restore_fence
 from orbit_store.recovery.verify import verify
 
-from ..pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 if TYPE_CHECKING:
     from conftest import Backups  # tests/conftest.py

@@ -16,9 +16,9 @@ from orbit_store.db import run_transaction
 from orbit_store.schedules.fire_batch import fire_batch
 from orbit_store.schema import schedules as schedules_table
 
-from ..pulse_driver import PulseDriver
-from ..schedule_driver import ScheduleDriver
-from ..sent_statements import sent_statements
+from ..drivers.pulse_driver import PulseDriver
+from ..drivers.schedule_driver import ScheduleDriver
+from ..drivers.sent_statements import sent_statements
 
 T = dt.datetime(2026, 6, 1, 10, 0)
 MIN = dt.timedelta(minutes=1)

@@ -16,8 +16,8 @@ from orbit_store.schedules.fire import fire_next, submission_key
 from orbit_store.schedules.model import ConcurrencyPolicy, InvalidSchedule
 from orbit_store.schema import submission_keys
 
-from ..pulse_driver import PulseDriver
-from ..schedule_driver import ScheduleDriver
+from ..drivers.pulse_driver import PulseDriver
+from ..drivers.schedule_driver import ScheduleDriver
 
 T = dt.datetime(2026, 6, 1, 10, 0)  # a Monday, 10:00 UTC
 MIN = dt.timedelta(minutes=1)

@@ -14,7 +14,7 @@ from orbit.metrics.server import Metrics
 from orbit_store.schedules.queries import seconds_to_next_instant
 from orbit_store.schema import schedules as schedules_table
 
-from ..schedule_driver import ScheduleDriver
+from ..drivers.schedule_driver import ScheduleDriver
 
 T = dt.datetime(2026, 6, 1, 10, 0)
 

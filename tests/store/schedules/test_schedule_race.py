@@ -15,7 +15,7 @@ from orbit_store.clock import CLOCK_SKEW_OPTION
 from orbit_store.db import create_store_engine
 from orbit_store.schema import schedule_occurrences, tasks
 
-from ..schedule_driver import ScheduleDriver
+from ..drivers.schedule_driver import ScheduleDriver
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb_only]
 

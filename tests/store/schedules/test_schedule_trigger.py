@@ -11,7 +11,7 @@ import pytest
 from orbit_store.errors import NotFound
 from orbit_store.schedules.trigger import Triggered, trigger_schedule
 
-from ..schedule_driver import ScheduleDriver
+from ..drivers.schedule_driver import ScheduleDriver
 
 
 def _trigger(schedules: ScheduleDriver, name: str = "job") -> Triggered:

@@ -11,8 +11,8 @@ from orbit_store.ids import new_id
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import schedules as schedules_table
 
-from ..pulse_driver import PulseDriver
-from ..schedule_driver import ScheduleDriver
+from ..drivers.pulse_driver import PulseDriver
+from ..drivers.schedule_driver import ScheduleDriver
 
 T = dt.datetime(2026, 6, 1, 10, 0)
 

@@ -9,7 +9,7 @@ import pytest
 
 from orbit_store.pulse.model import Outcome
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 DIAMOND = {
     "steps": [

@@ -12,7 +12,7 @@ from orbit_store.errors import Conflict, IdempotencyConflict, InvalidInput, Inva
 from orbit_store.weave.definitions import get_definition, publish_definition, retire_definition
 from orbit_store.weave.spec import InvalidDefinition, parse
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 V1 = {"steps": [task_step("a"), task_step("b", dependsOn=["a"])]}
 V2 = {"steps": [task_step("a"), task_step("b", dependsOn=["a"]), task_step("c", dependsOn=["b"])]}

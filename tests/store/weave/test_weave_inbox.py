@@ -20,7 +20,7 @@ from orbit_store.pulse.model import Outcome
 from orbit_store.schema import workflow_inbox
 from orbit_store.weave.inbox import consume
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
 HANDLERS = {"test.first": lambda p: {"n": 1}, "test.second": lambda p: {"n": 2}}

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from orbit_store.recovery.verify import verify
 from orbit_store.weave import service
 
-from ..weave_driver import WeaveDriver
+from ..drivers.weave_driver import WeaveDriver
 from .test_weave_inbox import TWO_STEPS, finish_first
 
 

@@ -15,8 +15,8 @@ from orbit_store.pulse.model import Outcome
 from orbit_store.schema import submission_keys, workflow_inbox
 from orbit_store.weave import inbox_set
 
-from ..sent_statements import sent_statements
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.sent_statements import sent_statements
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
 #: The second step's queue comes from the input: one instance can name a queue that refuses.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from orbit.engines import weave_inbox
 from orbit.metrics.server import Metrics
 
-from ..weave_driver import WeaveDriver
+from ..drivers.weave_driver import WeaveDriver
 from .test_weave_inbox import TWO_STEPS, finish_first
 
 

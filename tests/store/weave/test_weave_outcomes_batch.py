@@ -10,8 +10,8 @@ from orbit_store.pulse import batches
 from orbit_store.pulse.model import CompletionStatus, Outcome
 from orbit_store.weave.outcomes import source_event_id
 
-from ..sent_statements import sent_statements
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.sent_statements import sent_statements
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
 

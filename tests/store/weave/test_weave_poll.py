@@ -9,7 +9,7 @@ from typing import Any
 from orbit_store.weave import definitions
 from orbit_store.weave.inbox import Due, consume
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 
 def poll_spec(max_rounds: int = 3, **extra: Any) -> dict[str, Any]:

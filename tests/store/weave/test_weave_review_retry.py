@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from orbit_store.pulse.model import Outcome
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 TWO_STEPS = {"steps": [task_step("charge"), task_step("ship", dependsOn=["charge"])]}
 HANDLERS = {"test.charge": lambda p: {"charged": True}, "test.ship": lambda p: {"shipped": True}}

@@ -5,7 +5,7 @@ quota refuses them. ``resume`` of a paused workflow defers its follow-ups the sa
 
 from __future__ import annotations
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 WAIT_THEN_SHIP = {
     "steps": [

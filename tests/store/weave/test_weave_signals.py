@@ -7,7 +7,7 @@ import pytest
 
 from orbit_store.errors import IdempotencyConflict, InvalidRequest
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 APPROVAL = {
     "steps": [

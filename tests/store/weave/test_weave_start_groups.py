@@ -16,8 +16,8 @@ from orbit_store.weave.model import StartResult
 from orbit_store.weave.start import StartRequest
 from orbit_store.weave.start_group import Answer, start_group
 
-from ..sent_statements import sent_statements
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.sent_statements import sent_statements
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
 ROUTED = {"steps": [task_step("first", queue="${input.queue}")]}

@@ -16,7 +16,7 @@ from orbit_store.clock import CLOCK_SKEW_OPTION
 from orbit_store.recovery.verify import verify
 from orbit_store.weave import queries, service
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 
 def nap_then_work(seconds: float) -> dict[str, object]:

@@ -10,7 +10,7 @@ from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.recovery.verify import verify
 from orbit_store.schema import execution_gates, workflow_inbox, workflow_instances, workflow_steps
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 FLOW = {"steps": [task_step("a"), task_step("b", dependsOn=["a"])]}
 

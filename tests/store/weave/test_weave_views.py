@@ -6,7 +6,7 @@ from __future__ import annotations
 from orbit_store.pulse.model import Outcome
 from orbit_store.weave.queries import InstanceDetail, get_detail, history, list_instances
 
-from ..weave_driver import WeaveDriver, task_step
+from ..drivers.weave_driver import WeaveDriver, task_step
 
 FLOW = {
     "steps": [

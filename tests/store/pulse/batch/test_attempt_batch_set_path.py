@@ -23,9 +23,9 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.schema import tasks
 
-from ...delivery_driver import DeliveryDriver
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.delivery_driver import DeliveryDriver
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 
 def _start_many(pulse: PulseDriver, grants: list[LeaseGrant]) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.pulse.state.transitions import LostRace
 
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 
 def _start_many(pulse: PulseDriver, items: list[batches.StartItem]) -> dict[str, object]:

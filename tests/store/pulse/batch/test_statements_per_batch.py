@@ -18,8 +18,8 @@ from orbit_store.pulse.model import CompletionStatus, LeaseGrant, Outcome
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit.bulk import submit_tasks
 
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 pytestmark = pytest.mark.mariadb_only
 

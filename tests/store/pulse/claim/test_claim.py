@@ -7,7 +7,7 @@ import pytest
 from orbit_store.errors import Conflict
 from orbit_store.pulse.model import CompletionStatus, RenewStatus
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _gate(pulse: PulseDriver, allowed: bool) -> str:

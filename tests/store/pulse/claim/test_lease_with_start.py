@@ -18,7 +18,7 @@ from orbit_store.pulse.leases.unreceived import hand_back_unreceived
 from orbit_store.pulse.model import Safety
 from orbit_store.recovery.restore_fence import restore_fence
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 SAFE = ("shop.receipt",)
 

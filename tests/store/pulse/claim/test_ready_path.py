@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from orbit_store.pulse.claim.claim import claim_tasks
 
 from ...conftest import rows_read
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 BACKLOG = 300
 

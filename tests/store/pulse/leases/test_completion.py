@@ -8,7 +8,7 @@ import pytest
 from orbit_store.errors import InvalidRequest
 from orbit_store.pulse.model import CompletionStatus, Outcome, TaskState
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _running(pulse: PulseDriver, **submit: object):  # type: ignore[no-untyped-def]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orbit_store.pulse.model import RenewStatus, Safety
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def test_a_lease_that_lapses_before_start_returns_the_task_to_waiting(pulse: PulseDriver) -> None:

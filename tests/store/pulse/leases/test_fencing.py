@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orbit_store.pulse.model import CompletionStatus, LeaseGrant, RenewStatus
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _reclaimed(pulse: PulseDriver) -> tuple[LeaseGrant, LeaseGrant]:

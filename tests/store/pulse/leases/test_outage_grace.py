@@ -22,7 +22,7 @@ from orbit_store.pulse.state.outages import grace_expiry
 from orbit_store.replicas import ServingWindow
 from orbit_store.schema import server_replicas, task_attempts
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 T0 = dt.datetime(2026, 12, 1, 3, 0, 0)
 

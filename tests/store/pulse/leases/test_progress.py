@@ -19,7 +19,7 @@ from orbit_store.pulse.model import (
 )
 from orbit_store.pulse.views.queries import get_task
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def beat(pulse: PulseDriver, *items: RenewRequest) -> list:  # type: ignore[type-arg]

@@ -13,7 +13,7 @@ from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.model import LeaseGrant, RetryPolicy, Safety
 from orbit_store.schema import tasks
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 DAY_MS, WEEK_MS = 86_400_000, 7 * 86_400_000
 

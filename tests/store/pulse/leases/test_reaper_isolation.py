@@ -26,7 +26,7 @@ from orbit_store.pulse.leases import expiry
 from orbit_store.pulse.workers import sessions
 from orbit_store.recovery.verify import verify
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def raising_for(real: Callable[..., Any], bad: Callable[..., bool]) -> Callable[..., Any]:

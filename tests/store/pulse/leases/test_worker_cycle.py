@@ -22,8 +22,8 @@ from orbit_store.pulse.model import (
     TaskState,
 )
 
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 pytestmark = pytest.mark.mariadb_only
 

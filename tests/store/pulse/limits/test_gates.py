@@ -18,7 +18,7 @@ from orbit_store.pulse.limits.gates import create_gate, set_gate
 from orbit_store.pulse.model import CompletionStatus, RenewStatus
 
 from ...conftest import rows_read
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def test_a_new_gate_is_open_at_control_version_1(pulse: PulseDriver) -> None:

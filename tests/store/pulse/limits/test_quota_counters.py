@@ -15,7 +15,7 @@ from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import quotas
 
 from ...conftest import rows_read
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _counters(pulse: PulseDriver, name: str = "q") -> tuple[int, int]:

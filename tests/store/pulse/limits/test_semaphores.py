@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from orbit_store.pulse.model import Safety
 from orbit_store.schema import concurrency_keys
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _key(pulse: PulseDriver, key: str = "k") -> sa.Row:  # type: ignore[type-arg]

@@ -9,7 +9,7 @@ from orbit_store.errors import Conflict, NotFound
 from orbit_store.pulse.model import CompletionStatus, Outcome, RenewStatus, StartRefusal
 from orbit_store.schema import tasks
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def test_cancelling_a_waiting_task_cancels_it_at_once(pulse: PulseDriver) -> None:
@@ -81,7 +81,7 @@ def test_a_task_awaiting_review_is_not_cancelled(pulse: PulseDriver) -> None:
 
 
 def test_cancelling_a_task_of_another_namespace_is_not_found(pulse: PulseDriver) -> None:
-    from ...pulse_driver import PulseDriver as Driver
+    from ...drivers.pulse_driver import PulseDriver as Driver
 
     task = pulse.submit()
     with pytest.raises(NotFound):

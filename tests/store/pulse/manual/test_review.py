@@ -8,7 +8,7 @@ import pytest
 from orbit_store.errors import Conflict, InvalidRequest
 from orbit_store.pulse.model import Outcome, Safety
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _needs_review(pulse: PulseDriver) -> str:

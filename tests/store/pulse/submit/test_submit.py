@@ -14,8 +14,8 @@ from orbit_store.pulse import service
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import submission_keys, task_events, tasks
 
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 
 def _count(engine: sa.Engine, table: sa.Table, namespace: str) -> int:

@@ -13,7 +13,7 @@ from orbit_store.pulse import service
 from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.schema import submission_keys, tasks
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _request(pulse: PulseDriver, key: str | None, **kw: Any) -> SubmitRequest:

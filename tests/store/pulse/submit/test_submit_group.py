@@ -25,8 +25,8 @@ from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.pulse.submit_group import groupable, submit_group
 from orbit_store.schema import namespaces, submission_keys, tasks
 
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 
 def _request(pulse: PulseDriver, key: str | None, **kw: Any) -> SubmitRequest:

@@ -17,8 +17,8 @@ from orbit.metrics.gauges import GaugeCache, GaugesUnavailable, backlog_gauges, 
 from orbit.metrics.server import Metrics
 from orbit_store.pulse.views.backlog import read_backlog
 
-from ...pulse_driver import PulseDriver
-from ...sent_statements import sent_statements
+from ...drivers.pulse_driver import PulseDriver
+from ...drivers.sent_statements import sent_statements
 
 
 def depth(pulse: PulseDriver) -> dict[tuple[str, str], int]:

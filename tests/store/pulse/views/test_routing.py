@@ -14,7 +14,7 @@ from orbit_store.pulse.views.queries import get_task, get_task_view, list_tasks
 from orbit_store.pulse.views.routing import unrunnable_counts
 
 from ...conftest import rows_read
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def test_a_session_is_granted_only_the_handlers_it_declared(pulse: PulseDriver) -> None:

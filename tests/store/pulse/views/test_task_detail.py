@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from orbit_store.pulse.views import queries
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _commit_once_before_the_attempts_read(conn: sa.Connection, work: Any) -> None:

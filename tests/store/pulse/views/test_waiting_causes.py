@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from orbit_store.pulse.views.waiting import waiting_causes
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def _causes(pulse: PulseDriver, task_id: str) -> list[tuple[str, str]]:

@@ -32,7 +32,7 @@ from orbit_store.pulse.workers.pods import PodInfo, forget_pod, register_pod
 from orbit_store.pulse.workers.sessions import register_session, revoke_session
 from orbit_store.schema import task_attempts, worker_pods, worker_sessions
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 pytestmark = pytest.mark.mariadb_only
 SPAWN = multiprocessing.get_context("spawn")

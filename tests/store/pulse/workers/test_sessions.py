@@ -10,7 +10,7 @@ from orbit_store.errors import Conflict
 from orbit_store.pulse.model import LeaseGrant, RenewStatus, Safety
 from orbit_store.pulse.workers.sessions import close_session, drain_session, renew_session
 
-from ...pulse_driver import PulseDriver
+from ...drivers.pulse_driver import PulseDriver
 
 
 def test_renewal_extends_a_session_by_its_own_ttl(pulse: PulseDriver) -> None:
