@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from orbit_store.pulse import batches
 from orbit_store.recovery.verify import verify
 
-from ...batch_twin import Twin
+from .batch_twin import Twin
 
 
 def _run(twin: Twin, rounds: int, fence_round: int) -> None:

@@ -38,8 +38,8 @@ from orbit_store.schema import (
     tasks,
 )
 
-from .drivers.delivery_driver import DeliveryDriver
-from .drivers.pulse_driver import PulseDriver
+from ...drivers.delivery_driver import DeliveryDriver
+from ...drivers.pulse_driver import PulseDriver
 
 QUEUES = ("default", "slow")
 #: "default" retries at once (READY again, deterministic); "slow" after 5 to 10 minutes
