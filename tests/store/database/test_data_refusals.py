@@ -26,7 +26,7 @@ from orbit_store.pulse.submit.accept import SubmitRequest
 from orbit_store.pulse.submit_group import submit_group
 from orbit_store.schema import tasks
 
-from .drivers.pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 pytestmark = pytest.mark.mariadb_only
 
