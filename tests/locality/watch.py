@@ -39,8 +39,8 @@ _STORE_MODULES = ("orbit_store", "orbit.", "orbit_operator")
 _INFO = "orbit_locality"
 #: Set while a checker (of any LocalityWatch) runs on this thread: the statements it sends to
 #: learn rows' namespaces are its own, never judged — by it or by another watch installed beside
-#: it (tests/store/test_locality_check.py installs a second one), which would otherwise judge
-#: each other's lookups without end.
+#: it (tests/store/sharding/test_locality_check.py installs a second one), which would otherwise
+#: judge each other's lookups without end.
 _CHECKING = threading.local()
 
 

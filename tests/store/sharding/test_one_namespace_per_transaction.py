@@ -17,7 +17,7 @@ from orbit_store.db import create_store_engine, run_transaction
 from orbit_store.errors import Conflict
 from orbit_store.pulse import service
 
-from .drivers.pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 
 @pytest.fixture

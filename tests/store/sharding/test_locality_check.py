@@ -15,7 +15,7 @@ from locality.watch import LocalityWatch
 
 from orbit_store.pulse.leases.expiry import find_lapsed_attempts
 
-from .drivers.pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 pytestmark = pytest.mark.mariadb_only
 
