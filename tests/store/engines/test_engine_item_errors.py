@@ -27,10 +27,10 @@ from orbit_store.pulse.leases import expiry
 from orbit_store.schema import subscriptions
 from orbit_store.weave import timers
 
-from .drivers.delivery_driver import DeliveryDriver
-from .drivers.pulse_driver import PulseDriver
-from .drivers.weave_driver import WeaveDriver
-from .weave.test_weave_inbox import TWO_STEPS, finish_first, poison_outcome
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
+from ..drivers.weave_driver import WeaveDriver
+from ..weave.test_weave_inbox import TWO_STEPS, finish_first, poison_outcome
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:

@@ -12,10 +12,10 @@ from prometheus_client.core import Metric
 from orbit.metrics.delivery import delivery_gauges
 from orbit.metrics.workflows import workflow_gauges
 
-from .drivers.delivery_driver import DeliveryDriver
-from .drivers.weave_driver import WeaveDriver
-from .weave.test_weave_inbox import TWO_STEPS, finish_first
-from .weave.test_weave_signals import APPROVAL
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.weave_driver import WeaveDriver
+from ..weave.test_weave_inbox import TWO_STEPS, finish_first
+from ..weave.test_weave_signals import APPROVAL
 
 Reader = Callable[[sa.Connection], Iterable[Metric]]
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
