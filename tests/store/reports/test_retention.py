@@ -23,8 +23,8 @@ from orbit_store.schema import (
     workflow_signals,
 )
 
-from .drivers.delivery_driver import DeliveryDriver
-from .drivers.pulse_driver import PulseDriver
+from ..drivers.delivery_driver import DeliveryDriver
+from ..drivers.pulse_driver import PulseDriver
 
 DAY = 86_400
 runner = CliRunner()

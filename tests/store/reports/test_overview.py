@@ -7,7 +7,7 @@ from orbit_store.overview import THROUGHPUT_MINUTES, namespace_overview
 from orbit_store.pulse.model import Outcome, Safety
 from orbit_store.pulse.workers.worker_views import list_sessions
 
-from .drivers.pulse_driver import PulseDriver
+from ..drivers.pulse_driver import PulseDriver
 
 
 def _overview(pulse: PulseDriver):  # type: ignore[no-untyped-def]
