@@ -79,7 +79,8 @@ def start_attempt(
     )
     # By primary key: left to itself MariaDB may plan this through ix_task_attempts_lease_reaper
     # (state, lease_expires_at) and lock the entry after the range — another attempt's, which a
-    # completion holding that attempt changes: a deadlock (tests/store/test_primary_key_locking).
+    # completion holding that attempt changes: a deadlock
+    # (tests/store/pulse/test_primary_key_locking.py).
     updated = conn.execute(by_primary_key(run, task_attempts))
     if updated.rowcount != 1:  # current and LEASED, so only its lease can have run out
         return StartResult(False, StartRefusal.LEASE_EXPIRED)
