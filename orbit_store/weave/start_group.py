@@ -16,11 +16,12 @@ advanced alone after the set, in the same transaction, as ``advance_held`` does.
 of one group under one start key are answered as two concurrent starts: the first is grouped,
 the other starts alone after the group (a replay of it, or a conflict).
 
-When the group's transaction cannot tell each request's fate — Pulse refused a first task (a
-quota), another transaction took one of its start keys meanwhile, the database refused a value,
-or the commit's outcome is unknown — every request starts again alone, so a refused one gets
-its own answer and its neighbours commit; a start key is never started twice (a lone start
-looks its key up first).
+When Pulse refuses a first task (a quota, a queue: ``SetRefused``), nothing of the group is
+written; the group is decided again without the refused requests, which then start alone so
+each gets its own answer (the refusal, as a lone start raises it). When the group's transaction
+cannot tell each request's fate otherwise — another transaction took one of its start keys
+meanwhile, the database refused a value, or the commit's outcome is unknown — every request
+starts again alone. A start key is never started twice (a lone start looks its key up first).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from .context import InstanceContext, context_of, lock_instance
 from .definitions import load_version
 from .model import AdvanceReport, StartResult
 from .service import start
-from .set_writes import decide_held, release, write_set
+from .set_writes import SetRefused, decide_held, release, write_set
 from .start import (
     GATE_OWNER,
     StartRequest,
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 
 #: Starts per group at most (the first tasks of a group go through one set-based submission).
 GROUP_SIZE = 100
+#: Times a group is decided again without its refused starts before all go alone (a quota that
+#: fills meanwhile can refuse another start on the next try).
+REFUSED_TRIES = 3
 
 Started = tuple[StartResult, AdvanceReport]
 #: Each request's answer: what it started (or replayed), or the error it would have raised alone.
@@ -86,19 +90,42 @@ def start_group(
         if request.start_key not in keys:
             keys.add(request.start_key)
             grouped.append(position)
-    work = functools.partial(
-        _start_all, namespace=namespace, requests=[requests[i] for i in grouped]
-    )
-    try:
-        answers = run_transaction(engine, work)
-    except Exception as exc:  # see the module docstring: each request's fate, alone
-        log.info("start group of %d taken alone: %s: %s", len(grouped), type(exc).__name__, exc)
-        answers = [_alone(engine, requests[i]) for i in grouped]
-    by_position = dict(zip(grouped, answers, strict=True))
+    by_position = _start_grouped(engine, namespace, {p: requests[p] for p in grouped})
     return [
         by_position[p] if p in by_position else _alone(engine, requests[p])
         for p in range(len(requests))
     ]
+
+
+class _StartsRefused(Exception):
+    """Pulse refused the first tasks of these start keys: the group's transaction rolls back."""
+
+    def __init__(self, start_keys: set[str]) -> None:
+        super().__init__(f"first tasks refused for {len(start_keys)} start(s)")
+        self.start_keys = start_keys
+
+
+def _start_grouped(
+    engine: sa.Engine, namespace: str, grouped: dict[int, StartRequest]
+) -> dict[int, Answer]:
+    """Each position's answer: the group in one transaction, decided again without the starts
+    Pulse refused (answered alone after it); alone, all, when the group fails otherwise."""
+    refused: set[str] = set()
+    for _ in range(REFUSED_TRIES):
+        kept = {p: r for p, r in grouped.items() if r.start_key not in refused}
+        work = functools.partial(_start_all, namespace=namespace, requests=list(kept.values()))
+        try:
+            answers = run_transaction(engine, work) if kept else []
+        except _StartsRefused as exc:
+            refused |= exc.start_keys
+            continue
+        except Exception as exc:  # see the module docstring: each request's fate, alone
+            log.info("start group of %d taken alone: %s: %s", len(kept), type(exc).__name__, exc)
+            break
+        by_position = dict(zip(kept, answers, strict=True))
+        left_out = (p for p in grouped if p not in by_position)
+        return by_position | {p: _alone(engine, grouped[p]) for p in left_out}
+    return {p: _alone(engine, request) for p, request in grouped.items()}
 
 
 def _alone(engine: sa.Engine, request: StartRequest) -> Answer:
@@ -256,7 +283,12 @@ def _insert_and_advance(
             held.append(ctx)
         else:
             alone.append(row.id)
-    write_set(conn, namespace, held, {})
+    try:
+        write_set(conn, namespace, held, {})
+    except SetRefused as exc:
+        raise _StartsRefused(
+            {requests[instances[i][0]].start_key for i in exc.instance_ids}
+        ) from exc
     release(held, conn)
     for instance_id in alone:
         request = requests[instances[instance_id][0]]

@@ -5,6 +5,7 @@ cancel, with the refusals a user meets, role checks and namespace scoping."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from typing import Any
 
@@ -12,6 +13,10 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
+from orbit_store.db import run_transaction
+from orbit_store.pulse.limits.queues import put_queue
+from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
+from orbit_store.pulse.model import QueuePolicy
 from orbit_store.schema import namespaces
 
 from .conftest import Api, token_headers
@@ -311,3 +316,38 @@ def test_concurrent_starts_share_a_transaction_and_each_gets_its_own_answer(
         detail = flows.get(f"{_base(admin_api)}/workflows/{answer['id']}").json()
         steps = {s["name"]: s["state"] for s in detail["steps"]}
         assert steps["first"] == "ACTIVE", detail
+
+
+def test_a_queued_start_its_quota_refuses_is_429_and_the_rest_start_together(
+    admin_api: Api, flows: TestClient
+) -> None:
+    """Among the starts queued behind a running one, one whose first task a full quota refuses
+    is answered 429 alone; the group is decided again without it and the six others start in
+    one transaction (one INSERT of their instances), not one each."""
+    routed = {"steps": [{"name": "first", "task": {"handler": "h", "queue": "${input.queue}"}}]}
+    body = {"name": "routed", "spec": routed}
+    published = flows.post(f"{_base(admin_api)}/workflow-definitions", json=body)
+    assert published.status_code == 201, published.text
+    for work in (
+        functools.partial(put_queue, policy=QueuePolicy(name="full")),
+        functools.partial(put_quota, spec=QuotaSpec("q", queue="full", max_waiting=0)),
+    ):
+        run_transaction(admin_api.engine, functools.partial(work, namespace=admin_api.namespace))
+    bodies: list[dict[str, Any]] = [{"definition": "flow", "input": {"n": n}} for n in range(8)]
+    bodies[3] = {"definition": "routed", "input": {"queue": "full"}, "_expect": 429}
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sent.append(statement)
+
+    engine = admin_api.app.state.ctx.engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        answers = asyncio.run(_starts_queued_behind_one(admin_api, bodies))
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    assert answers[3]["type"].endswith("quota-exceeded"), answers[3]
+    new = [a for position, a in enumerate(answers) if position != 3]
+    assert [a["replayed"] for a in new] == [False] * 7 and len({a["id"] for a in new}) == 7
+    inserts = [s for s in sent if s.lstrip().upper().startswith("INSERT INTO WORKFLOW_INSTANCES")]
+    assert len(inserts) == 4, "the first alone, the refused group, the six, the refused alone"

@@ -9,8 +9,9 @@ import uuid
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from orbit_store.errors import IdempotencyConflict, InvalidInput, NotFound
+from orbit_store.errors import IdempotencyConflict, InvalidInput, NotFound, QuotaExceeded
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.weave.model import StartResult
 from orbit_store.weave.start import StartRequest
@@ -88,6 +89,39 @@ def test_a_poisoned_start_fails_alone_and_its_group_starts(weave: WeaveDriver) -
         assert answers[3][0].state == alone[0].state
     for answer in (answers[0], *answers[4:]):
         assert weave.step_states(_started(answer).instance_id)["first"] == "ACTIVE"
+
+
+def test_a_start_its_quota_refuses_leaves_the_group_which_commits_once(
+    weave: WeaveDriver,
+) -> None:
+    """Pulse refusing one first task takes only that start out: the seven others start in one
+    transaction (one multi-row INSERT of instances that commits), the refused one alone gets
+    the quota's refusal, as ``service.start`` raises it."""
+    weave.publish("two", TWO_STEPS)
+    weave.publish("routed", ROUTED)
+    weave.queue("full")
+    weave.tx(lambda c: put_quota(c, weave.namespace, QuotaSpec("q", queue="full", max_waiting=0)))
+    requests = [_request(weave, "two") for _ in range(8)]
+    requests[2] = _request(weave, "routed", {"queue": "full"})
+    commits: list[object] = []
+
+    def committed(conn: Any) -> None:
+        commits.append(conn)
+
+    sa.event.listen(weave.base_engine, "commit", committed)
+    try:
+        with sent_statements(weave.base_engine) as sent:
+            answers = start_group(weave.engine, weave.namespace, requests)
+    finally:
+        sa.event.remove(weave.base_engine, "commit", committed)
+    assert isinstance(answers[2], QuotaExceeded), answers[2]
+    started = [_started(a) for p, a in enumerate(answers) if p != 2]
+    assert len({s.instance_id for s in started}) == 7
+    for result in started:
+        assert weave.step_states(result.instance_id)["first"] == "ACTIVE"
+    assert len(commits) == 1, "the seven commit together; the refused one writes nothing"
+    inserts = [s for s in sent if s.lstrip().upper().startswith("INSERT INTO WORKFLOW_INSTANCES")]
+    assert len(inserts) == 3, "the refused group, the group of seven, the refused one alone"
 
 
 def test_a_start_key_is_started_once_within_a_group(weave: WeaveDriver) -> None:
