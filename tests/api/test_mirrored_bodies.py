@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from orbit.api import schemas as wire_tasks
+from orbit.api.routes import schedules as schedule_routes
 from orbit.api.schemas import Out
 from orbit.api.schemas import fencing as wire_fencing
 from orbit.api.schemas import results as wire_results
@@ -20,6 +21,7 @@ from orbit.api.schemas import views as wire
 from orbit.api.schemas import workflows as wire_workflows
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import audit, fencing, overview
+from orbit_store.delivery import model as delivery_model
 from orbit_store.pulse import model as pulse_model
 from orbit_store.pulse.views import queries as task_views
 from orbit_store.pulse.workers import worker_views
@@ -87,6 +89,22 @@ def test_a_narrowed_type_is_checked() -> None:
         WholeBody.model_validate(Whole("w1", "AJAR", [], None))
 
 
+def test_a_given_order_sets_the_wires_fields_among_the_stores() -> None:
+    @mirrors(Part, order=["kind", "name", "at"])
+    class Kinded(Out):
+        kind: str
+
+    assert list(Kinded.model_fields) == ["kind", "name", "at"]
+
+
+def test_an_order_that_misses_a_field_fails_at_import() -> None:
+    with pytest.raises(TypeError, match=r"missing \['at'\], unknown \['colour'\]"):
+
+        @mirrors(Part, order=["name", "colour"])
+        class _Unordered(Out):
+            pass
+
+
 def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
     with pytest.raises(TypeError, match="Part has no field colour"):
 
@@ -134,3 +152,41 @@ def test_a_task_is_the_stores_task_view_without_its_current_attempt_then_replaye
     declared = ["waiting_reason", "runnable_by_live_worker"]  # with the wire's descriptions
     expected = [*(n for n in stored if n not in declared), "replayed", *declared]
     assert list(wire_tasks.Task.model_fields) == expected
+
+
+def test_a_schedule_is_the_stores_view_with_its_spec_flattened_and_its_state() -> None:
+    stored = [f.name for f in dataclasses.fields(model.ScheduleView)]
+    mirrored = [n for n in wire_schedules.Schedule.model_fields if n in stored]
+    assert mirrored == [n for n in stored if n != "spec"]
+    declared = [n for n in wire_schedules.Schedule.model_fields if n not in stored]
+    assert declared == [*wire_schedules.SPEC_FIELDS, "state"]
+
+
+def test_a_schedule_body_shows_every_field_of_a_store_view() -> None:
+    at = dt.datetime(2026, 1, 2, 3, 4, 5)
+    spec = model.ScheduleSpec("nightly", "0 9 * * *", model.TaskTemplate("reports.nightly"))
+    occurrence = model.OccurrenceView(
+        at, at, 1, at, model.OccurrenceStatus.FIRED, "Scheduled", "", 1, "t1", "SUCCEEDED"
+    )
+    view = model.ScheduleView(
+        "s1", "ns", "nightly", spec, 3, at, None, "api", at, at, 2, [occurrence]
+    )
+    body = schedule_routes.to_wire(view).model_dump(mode="json")
+    assert (body["id"], body["version"], body["active_tasks"], body["state"]) == (
+        "s1",
+        3,
+        2,
+        "Active",
+    )
+    assert (body["cron"], body["suspend"], body["task"]["handler"]) == (
+        "0 9 * * *",
+        False,
+        "reports.nightly",
+    )
+    assert body["occurrences"][0]["task_state"] == "SUCCEEDED"
+
+
+def test_a_result_event_is_the_stores_with_its_kind_named_type_second() -> None:
+    stored = [f.name for f in dataclasses.fields(delivery_model.ResultEvent)]
+    fields = list(wire_results.ResultEvent.model_fields)
+    assert fields == ["id", "type", *(n for n in stored if n not in ("id", "kind"))]

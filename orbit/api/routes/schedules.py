@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 from typing import Annotated
 
@@ -68,12 +69,13 @@ def _check_template(ctx: AppContext, body: wire.ScheduleIn) -> None:
 
 
 def to_wire(view: ScheduleView) -> wire.Schedule:
+    """The view's own fields as they are, its ``state``, and its spec flattened."""
     spec = view.spec
+    stored = {f.name: getattr(view, f.name) for f in dataclasses.fields(view) if f.name != "spec"}
     return wire.Schedule.model_validate(
         {
-            **{k: getattr(view, k) for k in ("id", "namespace", "name", "version", "state")},
-            **{k: getattr(view, k) for k in ("next_fire_at", "last_fire_at", "source")},
-            **{k: getattr(view, k) for k in ("created_at", "updated_at", "active_tasks")},
+            **stored,
+            "state": view.state,
             "cron": spec.cron,
             "time_zone": spec.time_zone,
             "task": spec.task.as_json(),
@@ -84,7 +86,6 @@ def to_wire(view: ScheduleView) -> wire.Schedule:
             "catch_up_limit": spec.catch_up_limit,
             "start_at": spec.start_at,
             "end_at": spec.end_at,
-            "occurrences": [o.__dict__ for o in view.occurrences],
         }
     )
 

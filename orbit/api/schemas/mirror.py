@@ -4,8 +4,9 @@ The store's frozen dataclass (``orbit_store.overview.Overview``, ``…SessionVie
 fields, their order and their types; :func:`mirrors` gives them to the response body, and the
 API adds only what the wire says beyond the store: a description, a narrower type (a ``Literal``
 of states), a field the wire leaves out, or fields declared in the class body (the wire's own,
-or store fields with a default), which follow the others. A field renamed or dropped in the
-store then fails at import, naming it, never silently on the wire.
+or store fields with a default), which follow the others unless the body gives the wire's
+order. A field renamed or dropped in the store then fails at import, naming it, never silently
+on the wire.
 
 Every mirrored field is required unless the API gives it a default: a response always carries
 it, whatever default the store's constructor has.
@@ -18,7 +19,7 @@ import functools
 import operator
 import types as runtime_types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, create_model
@@ -40,12 +41,15 @@ def mirrors(
     types: Mapping[str, Any] | None = None,
     nested: Iterable[type[BaseModel]] = (),
     omit: Iterable[str] = (),
+    order: Sequence[str] = (),
 ) -> Callable[[type[M]], type[M]]:
     """Decorates a body whose class declares fields only: the body gets ``view``'s fields in
     the store's order, typed as in the store unless ``types`` narrows them, described by
     ``said``; a store view nested in a field (``list[…]``, ``… | None``) becomes its body from
     ``nested``; ``omit`` leaves store fields out. The fields the class declares (the wire's
-    own, or store fields redeclared with a default) follow the others, in the class's order."""
+    own, or store fields redeclared with a default) follow the others, in the class's order —
+    or ``order`` names every field of the body in the wire's order, when the wire sets its own
+    fields among the store's."""
 
     def build(declared: type[M]) -> type[M]:
         hints = typing.get_type_hints(view)
@@ -71,12 +75,26 @@ def mirrors(
             __base__=declared.__bases__,
             __doc__=declared.__doc__,
             __module__=declared.__module__,
-            **definitions,
+            **_in_order(declared.__name__, definitions, order),
         )
         _VIEW_OF[body] = view
         return typing.cast("type[M]", body)
 
     return build
+
+
+def _in_order(body: str, definitions: dict[str, Any], order: Sequence[str]) -> dict[str, Any]:
+    """``definitions`` in ``order`` when one is given; it must name each field once, so a
+    field the store adds or drops fails at import here too."""
+    if not order:
+        return definitions
+    if sorted(order) != sorted(definitions):
+        missing, extra = set(definitions) - set(order), set(order) - set(definitions)
+        raise TypeError(
+            f"{body}'s order must name each field once: missing {sorted(missing)}, "
+            f"unknown {sorted(extra)}"
+        )
+    return {name: definitions[name] for name in order}
 
 
 def _swap(hint: Any, bodies: Mapping[type, type[BaseModel]]) -> Any:

@@ -3,14 +3,16 @@ wire contract ``orbit_sdk.results`` mirrors)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from orbit.api.schemas import NAME_PATTERN, Out, Strict
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import audit
+from orbit_store.delivery import model as delivery_model
 
 OutcomeName = Literal["SUCCEEDED", "FAILED", "CANCELLED", "NEEDS_REVIEW"]
 
@@ -78,18 +80,27 @@ class SubscriptionList(Out):
     items: list[Subscription]
 
 
+def _stored(view: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(view)]
+
+
+@mirrors(
+    delivery_model.ResultEvent,
+    types={"task_state": OutcomeName},
+    said={
+        "id": "Stable across redeliveries: dedupe by it.",
+        "attempt": "How many times this event has been handed out.",
+    },
+    omit=["kind"],
+    order=[
+        "id",
+        "type",
+        *(n for n in _stored(delivery_model.ResultEvent) if n not in ("id", "kind")),
+    ],
+)
 class ResultEvent(Out):
-    id: str = Field(description="Stable across redeliveries: dedupe by it.")
+    #: The store's ``kind`` under the name pushed events carry (``event_document``), second.
     type: str
-    namespace: str
-    task_id: str
-    task_state: OutcomeName
-    state_version: int
-    queue: str
-    handler: str
-    payload: Any
-    created_at: dt.datetime
-    attempt: int = Field(description="How many times this event has been handed out.")
 
 
 class EventBatch(Out):

@@ -64,6 +64,10 @@ class ScheduleIn(Strict):
     reason: str = REASON
 
 
+#: The spec's fields, in the order of the request bodies and of a schedule on the wire.
+SPEC_FIELDS = [name for name in ScheduleIn.model_fields if name != "reason"]
+
+
 class ScheduleCreate(ScheduleIn):
     name: str = Field(..., pattern=NAME_PATTERN, max_length=63, examples=["nightly-report"])
 
@@ -87,10 +91,34 @@ class Occurrence(Out):
     pass
 
 
+#: The wire's order: the store's spec sits flattened where the view nests it, the state after
+#: the version.
+SCHEDULE_ORDER = [
+    "id",
+    "namespace",
+    "name",
+    *SPEC_FIELDS,
+    "version",
+    "state",
+    "next_fire_at",
+    "last_fire_at",
+    "source",
+    "created_at",
+    "updated_at",
+    "active_tasks",
+    "occurrences",
+]
+
+
+@mirrors(
+    model.ScheduleView,
+    said={"active_tasks": "Tasks it fired that are not finished."},
+    omit=["spec"],
+    order=SCHEDULE_ORDER,
+)
 class Schedule(Out):
-    id: str
-    namespace: str
-    name: str
+    # The store's spec flattened, as a CronJob's are (``suspend`` is its ``suspended``); the
+    # request bodies (``ScheduleIn``) take the same fields.
     cron: str
     time_zone: str
     task: TaskTemplate
@@ -101,14 +129,9 @@ class Schedule(Out):
     catch_up_limit: int
     start_at: dt.datetime | None
     end_at: dt.datetime | None
-    version: int
+    #: The view's ``state`` property: Active, Suspended, or Ended.
     state: Literal["Active", "Suspended", "Ended"]
-    next_fire_at: dt.datetime | None
-    last_fire_at: dt.datetime | None
-    source: str
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    active_tasks: int = Field(..., description="Tasks it fired that are not finished.")
+    #: Redeclared with a default: the wire never required it (a page of schedules has none).
     occurrences: list[Occurrence] = Field(default_factory=list, description="Newest first.")
 
 
