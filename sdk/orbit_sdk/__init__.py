@@ -65,6 +65,7 @@ from .models import (
     TaskEvent,
     TaskPage,
     TaskState,
+    WaitCause,
 )
 from .worker import Worker
 from .workflow_models import (
@@ -139,6 +140,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "ValidationFailed",
+    "WaitCause",
     "Worker",
     "Workflow",
     "WorkflowActivation",

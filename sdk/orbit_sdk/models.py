@@ -101,9 +101,13 @@ class Attempt(WireModel):
     finished_at: dt.datetime | None = None
     result: Any = None
     error: Any = None
+    #: Its last lease renewal.
+    heartbeat_at: dt.datetime | None = None
     #: A report that arrived after this attempt was superseded: evidence, never applied.
     late_outcome: str | None = None
     late_reported_at: dt.datetime | None = None
+    late_result: Any = None
+    late_error: Any = None
     #: The restore epoch it was granted under (0 from servers before restore fencing).
     epoch: int = 0
     progress: Progress | None = None
@@ -119,11 +123,21 @@ class TaskEvent(WireModel):
     at: dt.datetime
 
 
+class WaitCause(WireModel):
+    """One cause that keeps a WAITING task from starting now."""
+
+    #: scheduled, gate_closed, concurrency_limit, queue_paused, quota_full or no_live_worker.
+    kind: str
+    detail: str
+
+
 class TaskDetail(Task):
     attempts: list[Attempt] = Field(default_factory=list)
     events: list[TaskEvent] = Field(default_factory=list)
     #: The latest attempt's progress: where it is, or where it stopped.
     progress: Progress | None = None
+    #: WAITING only: every cause that keeps it from starting now; empty when it is ready.
+    waiting_causes: list[WaitCause] = Field(default_factory=list)
 
 
 class TaskPage(WireModel):
@@ -226,6 +240,8 @@ class Session(WireModel):
     state: str
     expires_at: dt.datetime
     heartbeat_interval_seconds: float = 10.0
+    #: The handlers it runs: it is granted only their tasks (None: any handler).
+    handlers: list[str] | None = None
 
 
 class Lease(WireModel):

@@ -16,7 +16,7 @@ from typing import Any
 from .._wire.calls import _ns, submission_body
 from .._wire.transport import AsyncTransport, Call, SyncTransport
 from ..errors import OrbitError, error_for_problem
-from ..models import Problem, WireModel
+from ..models import Problem, Task, WireModel
 
 MAX_BATCH = 1000
 MAX_REQUEST_BYTES = 768 * 1024
@@ -35,6 +35,8 @@ class SubmissionResult(WireModel):
     task_id: str | None = None
     state: str | None = None
     problem: Problem | None = None
+    #: Asked for with ``with_tasks``: the task created or replayed.
+    task: Task | None = None
 
     @property
     def ok(self) -> bool:
