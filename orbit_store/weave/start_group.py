@@ -16,12 +16,13 @@ advanced alone after the set, in the same transaction, as ``advance_held`` does.
 of one group under one start key are answered as two concurrent starts: the first is grouped,
 the other starts alone after the group (a replay of it, or a conflict).
 
-When Pulse refuses a first task (a quota, a queue: ``SetRefused``), nothing of the group is
-written; the group is decided again without the refused requests, which then start alone so
-each gets its own answer (the refusal, as a lone start raises it). When the group's transaction
-cannot tell each request's fate otherwise — another transaction took one of its start keys
-meanwhile, the database refused a value, or the commit's outcome is unknown — every request
-starts again alone. A start key is never started twice (a lone start looks its key up first).
+When Pulse refuses a first task (a quota, a queue: ``SetRefused`` from the set, or a quota
+for an instance advanced alone), nothing of the group is written; the group is decided again
+without the refused requests, which then start alone so each gets its own answer (the
+refusal, as a lone start raises it). When the group's transaction cannot tell each request's
+fate otherwise — another transaction took one of its start keys meanwhile, the database
+refused a value, or the commit's outcome is unknown — every request starts again alone. A
+start key is never started twice (a lone start looks its key up first).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import sqlalchemy as sa
 
 from orbit_store.clock import db_now, utc_now
 from orbit_store.db import run_transaction
+from orbit_store.errors import QuotaExceeded
 from orbit_store.ids import new_id
 from orbit_store.schema import (
     execution_gates,
@@ -300,7 +302,10 @@ def _insert_and_advance(
             max_payload_bytes=request.max_payload_bytes,
         )
         _started_event(ctx, request, instances[instance_id][1][2])
-        advance(ctx)
+        try:
+            advance(ctx)
+        except QuotaExceeded as exc:  # Pulse refused its first task here, not in the set
+            raise _StartsRefused({request.start_key}) from exc
         ctx.flush()
         held.append(ctx)
     return [

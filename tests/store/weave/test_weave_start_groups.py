@@ -22,6 +22,13 @@ from ..drivers.weave_driver import WeaveDriver, task_step
 
 TWO_STEPS = {"steps": [task_step("first"), task_step("second", dependsOn=["first"])]}
 ROUTED = {"steps": [task_step("first", queue="${input.queue}")]}
+#: A wait and a task at once: the wait needs the single path, in the group's transaction.
+WAIT_AND_ROUTED = {
+    "steps": [
+        {"name": "approval", "wait": {"signal": "go"}},
+        task_step("first", queue="${input.queue}"),
+    ]
+}
 TYPED = {
     "inputSchema": {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}},
     "steps": [task_step("first")],
@@ -91,18 +98,15 @@ def test_a_poisoned_start_fails_alone_and_its_group_starts(weave: WeaveDriver) -
         assert weave.step_states(_started(answer).instance_id)["first"] == "ACTIVE"
 
 
-def test_a_start_its_quota_refuses_leaves_the_group_which_commits_once(
-    weave: WeaveDriver,
-) -> None:
-    """Pulse refusing one first task takes only that start out: the seven others start in one
-    transaction (one multi-row INSERT of instances that commits), the refused one alone gets
-    the quota's refusal, as ``service.start`` raises it."""
-    weave.publish("two", TWO_STEPS)
-    weave.publish("routed", ROUTED)
+def _full_quota(weave: WeaveDriver) -> None:
     weave.queue("full")
     weave.tx(lambda c: put_quota(c, weave.namespace, QuotaSpec("q", queue="full", max_waiting=0)))
-    requests = [_request(weave, "two") for _ in range(8)]
-    requests[2] = _request(weave, "routed", {"queue": "full"})
+
+
+def _start_counting(
+    weave: WeaveDriver, requests: list[StartRequest]
+) -> tuple[list[Answer], int, list[str]]:
+    """The group's answers, the transactions that committed and the statements sent."""
     commits: list[object] = []
 
     def committed(conn: Any) -> None:
@@ -114,14 +118,46 @@ def test_a_start_its_quota_refuses_leaves_the_group_which_commits_once(
             answers = start_group(weave.engine, weave.namespace, requests)
     finally:
         sa.event.remove(weave.base_engine, "commit", committed)
+    return answers, len(commits), sent
+
+
+def test_a_start_its_quota_refuses_leaves_the_group_which_commits_once(
+    weave: WeaveDriver,
+) -> None:
+    """Pulse refusing one first task takes only that start out: the seven others start in one
+    transaction (one multi-row INSERT of instances that commits), the refused one alone gets
+    the quota's refusal, as ``service.start`` raises it."""
+    weave.publish("two", TWO_STEPS)
+    weave.publish("routed", ROUTED)
+    _full_quota(weave)
+    requests = [_request(weave, "two") for _ in range(8)]
+    requests[2] = _request(weave, "routed", {"queue": "full"})
+    answers, commits, sent = _start_counting(weave, requests)
     assert isinstance(answers[2], QuotaExceeded), answers[2]
     started = [_started(a) for p, a in enumerate(answers) if p != 2]
     assert len({s.instance_id for s in started}) == 7
     for result in started:
         assert weave.step_states(result.instance_id)["first"] == "ACTIVE"
-    assert len(commits) == 1, "the seven commit together; the refused one writes nothing"
+    assert commits == 1, "the seven commit together; the refused one writes nothing"
     inserts = [s for s in sent if s.lstrip().upper().startswith("INSERT INTO WORKFLOW_INSTANCES")]
     assert len(inserts) == 3, "the refused group, the group of seven, the refused one alone"
+
+
+def test_a_start_advanced_alone_in_the_group_and_refused_leaves_it_too(
+    weave: WeaveDriver,
+) -> None:
+    """A start whose wait needs the single path, in the group's transaction, and whose task
+    the quota refuses there: it leaves the group as a refused set item does."""
+    weave.publish("two", TWO_STEPS)
+    weave.publish("mixed", WAIT_AND_ROUTED)
+    _full_quota(weave)
+    requests = [_request(weave, "two") for _ in range(4)]
+    requests[1] = _request(weave, "mixed", {"queue": "full"})
+    answers, commits, _ = _start_counting(weave, requests)
+    assert isinstance(answers[1], QuotaExceeded), answers[1]
+    for answer in (answers[0], *answers[2:]):
+        assert weave.step_states(_started(answer).instance_id)["first"] == "ACTIVE"
+    assert commits == 1, "the three commit together"
 
 
 def test_a_start_key_is_started_once_within_a_group(weave: WeaveDriver) -> None:
