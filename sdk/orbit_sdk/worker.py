@@ -2,8 +2,9 @@
 
 Threads and why:
 
-- the **lease thread** long-polls for as many tasks as there are free slots. It is separate from
-  the thread that called ``run()`` so a stop request never waits for a long poll to return;
+- the **lease thread** (``_worker.lease_loop``) long-polls for as many tasks as there are free
+  slots. It is separate from the thread that called ``run()`` so a stop request never waits for
+  a long poll to return; it registers the session (``_worker.session``) again when it ended;
 - one daemon **attempt thread** per held attempt (``_worker.attempt_threads``: kept for the next
   attempt while idle, never more than the attempts held): start, handler, report. Daemon, so
   a handler that ignores every stop signal cannot keep the process alive after
@@ -24,7 +25,6 @@ import signal
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import TypeVar
@@ -33,16 +33,17 @@ import httpx
 
 from ._wire import calls
 from ._wire.transport import Call, RetryPolicy, SyncTransport
-from ._worker.attempt import AttemptRunner, RegisteredHandler, is_transient
+from ._worker.attempt import AttemptRunner, RegisteredHandler
 from ._worker.heartbeat import Heartbeater
 from ._worker.lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
-from ._worker.live import Backoff, LiveAttempt, LiveSet
+from ._worker.lease_loop import LeaseLoop
+from ._worker.live import LiveSet
 from ._worker.outcome import Handler
 from ._worker.report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
+from ._worker.session import SessionKeeper
 from .client import DEFAULT_TIMEOUT, resolve_server, resolve_token, sync_http
-from .context import TaskContext
-from .errors import Conflict, DispatchClosed, Forbidden, NotFound, Unauthorized, ValidationFailed
-from .models import Identity, Lease, LeaseBatch, Session
+from .errors import NotFound
+from .models import Session
 
 log = logging.getLogger("orbit_sdk.worker")
 
@@ -148,8 +149,12 @@ class Worker:
         self._ready = threading.Event()
         self._signals = 0
         self._started = False
-        self._session: Session | None = None
-        self._session_stale = False
+        self._sessions = SessionKeeper(
+            self,
+            stopping=self._stopping,
+            interrupted=lambda: self._signals > 0,
+            fatal=self._fatal,
+        )
         self._runner = AttemptRunner(
             send=self.send,
             handlers=self._handlers,
@@ -227,7 +232,7 @@ class Worker:
 
     @property
     def session(self) -> Session | None:
-        return self._session
+        return self._sessions.current
 
     @property
     def live(self) -> LiveSet:
@@ -243,12 +248,12 @@ class Worker:
         self._started = True
         restore = self._install_signal_handlers()
         try:
-            if self._register_until_ok():
+            if self._sessions.register_until_ok():
                 self._batch_calls()
                 beats = Heartbeater(self)
                 beats.start()
                 leaser = threading.Thread(
-                    target=self._lease_loop, name=f"orbit-lease-{self.name}", daemon=True
+                    target=self._lease_loop().run, name=f"orbit-lease-{self.name}", daemon=True
                 )
                 leaser.start()
                 self._ready.set()
@@ -276,6 +281,19 @@ class Worker:
         if self.batch_linger is not None:
             self._runner.starts = start_batcher(self.send, self.batch_linger)
             self._runner.reports = report_batcher(self.send, self.batch_linger)
+
+    def _lease_loop(self) -> LeaseLoop:
+        return LeaseLoop(
+            name=self.name,
+            wait_seconds=self.lease_wait_seconds,
+            send=self.send,
+            sessions=self._sessions,
+            ask=self._ask,
+            live=self._live,
+            runner=self._runner,
+            stopping=self._stopping,
+            fatal=self._fatal,
+        )
 
     def run_in_thread(self) -> threading.Thread:
         """Start ``run()`` in a daemon thread (tests, ``orbit dev``); stop with ``stop()``."""
@@ -327,7 +345,7 @@ class Worker:
     def _shutdown(self, leaser: threading.Thread, beats: Heartbeater) -> None:
         """Drain: no new grants, let handlers finish (up to ``drain_timeout``), then close the
         session -- whatever is still held lapses and the server's rules take over."""
-        session = self._session
+        session = self._sessions.current
         for batcher in (self._runner.starts, self._runner.reports):
             if batcher is not None:
                 batcher.flush_now()  # draining: no report waits for company
@@ -370,143 +388,12 @@ class Worker:
     def send(self, call: Call) -> httpx.Response:
         return self._transport.send(call)
 
-    def _register_until_ok(self) -> bool:
-        """Open a session, retrying while the server is unreachable; False if stopped first."""
-        backoff = Backoff(maximum=5.0)  # short: a signal is only noticed between tries
-        # One key for this registration, on every resend: a copy the server handles late
-        # answers the session it opened rather than replacing the one we then hold.
-        key = str(uuid.uuid4())
-        while not self._stopping.is_set() and not self._signals:
-            try:
-                call = calls.create_session(
-                    self._namespace(),
-                    self.name,
-                    self.queues,
-                    self.session_ttl_seconds,
-                    self.pod_uid,
-                    handlers=sorted(self._handlers),  # granted only tasks it can run
-                    registration_key=key,
-                )
-                session = Session.model_validate(self.send(call).json())
-                if session.state != "ACTIVE":  # this registration's session ended meanwhile
-                    log.warning(
-                        "worker %s: session %s is %s already; registering anew",
-                        self.name,
-                        session.id,
-                        session.state,
-                    )
-                    key = str(uuid.uuid4())
-                    continue
-                self._session = session
-            except Exception as exc:
-                if not is_transient(exc):
-                    self._fatal(exc)
-                    return False
-                log.warning("worker %s: cannot register session: %s", self.name, exc)
-                backoff.sleep(self._stopping)
-                continue
-            self._session_stale = False
-            log.info(
-                "worker %s: session %s (generation %d)",
-                self.name,
-                self._session.id,
-                self._session.generation,
-            )
-            return True
-        return False
-
-    def _namespace(self) -> str:
-        """The namespace given, else the token's own (learned once from ``GET /v1/whoami``)."""
-        if self.namespace is None:
-            self.namespace = Identity.model_validate(self.send(calls.whoami()).json()).namespace
-        return self.namespace
-
     def session_ended(self, state: str) -> None:
         """Called when the server says our session is no longer live."""
-        if state == "REVOKED":
-            self._fatal(RuntimeError(f"worker session was revoked (worker {self.name})"))
-        elif not self._stopping.is_set():
-            log.warning("worker %s: session is %s; registering a new one", self.name, state)
-            self._session_stale = True
+        self._sessions.ended(state)
 
     def effective_heartbeat_interval(self) -> float:
         if self.heartbeat_interval is not None:
             return self.heartbeat_interval
-        return self._session.heartbeat_interval_seconds if self._session else 10.0
-
-    # --- leasing ----------------------------------------------------------------------------
-
-    def _lease_loop(self) -> None:
-        backoff = Backoff()
-        while not self._stopping.is_set():
-            free = self._ask.free_slots(self._live, self._stopping.is_set, self._runner.reports)
-            if self._stopping.is_set():
-                return
-            needs_session = self._session is None or self._session_stale
-            if needs_session and not self._register_until_ok():
-                return
-            assert self._session is not None
-            asked = free  # at most MAX_LEASE_BATCH (``LeaseAsk.free_slots``)
-            sent_at = time.monotonic()
-            try:
-                batch = self._lease(self._session.id, asked)
-            except (Conflict, NotFound) as exc:
-                if self._stopping.is_set():
-                    return  # our own drain ended leasing
-                log.warning("worker %s: leasing refused (%s); re-registering", self.name, exc)
-                self._session_stale = True
-                backoff.sleep(self._stopping)
-                continue
-            except ValidationFailed as exc:
-                if self._ask.refused_start(exc) or self._ask.refused_reports(exc):
-                    continue  # an older server: ask again without the field
-                if any(field.startswith("reports") for field, _ in exc.fields):
-                    continue  # a report's own fault: it goes by its own call, answered alone
-                self._fatal(exc)
-                return
-            except (Unauthorized, Forbidden) as exc:
-                self._fatal(exc)
-                return
-            except DispatchClosed as exc:  # a restore fence: wait for the operator's reopen
-                log.warning("worker %s: %s; waiting", self.name, exc.problem.detail or exc)
-                backoff.sleep(self._stopping)
-                continue
-            except Exception as exc:
-                log.warning("worker %s: leasing failed: %s", self.name, exc)
-                backoff.sleep(self._stopping)
-                continue
-            backoff.reset()
-            self._ask.granted(asked, len(batch.leases))
-            granted_at = batch.measured_from(sent_at, time.monotonic())
-            for lease in batch.leases:
-                self._accept(lease, granted_at)
-
-    def _lease(self, session_id: str, asked: int) -> LeaseBatch:
-        """One lease request, carrying the reports waiting to be sent (worker protocol 4): each
-        answered from the lease's answer, or handed back to be sent by their own call when the
-        request failed."""
-        reports = self._runner.reports
-        riders = self._ask.riders(reports)
-        call = calls.lease(
-            session_id,
-            asked,
-            self.lease_wait_seconds,
-            self._ask.start_handlers(),
-            reports=[item for item, _, _ in riders],
-            budget=min((b for _, _, b in riders if b is not None), default=None),
-        )
-        try:
-            batch = LeaseBatch.model_validate(self.send(call).json())
-        except BaseException:
-            if riders and reports is not None:
-                reports.put_back(riders)
-            raise
-        if riders and reports is not None:
-            reports.settle(riders, batch.reports)
-        return batch
-
-    def _accept(self, lease: Lease, granted_at: float | None = None) -> None:
-        ctx = TaskContext(lease, self.name, granted_at=granted_at)
-        self._runner.spawn(LiveAttempt(lease, ctx))
-
-    # --- one attempt ------------------------------------------------------------------------
+        session = self._sessions.current
+        return session.heartbeat_interval_seconds if session else 10.0
