@@ -24,16 +24,15 @@ import secrets
 import signal
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import TypeVar
 
 import httpx
 
-from ._wire import calls
 from ._wire.transport import Call, RetryPolicy, SyncTransport
 from ._worker.attempt import AttemptRunner, RegisteredHandler
+from ._worker.drain import Drain
 from ._worker.heartbeat import Heartbeater
 from ._worker.lease_ask import DEFAULT_LEASE_LINGER, LeaseAsk
 from ._worker.lease_loop import LeaseLoop
@@ -42,7 +41,6 @@ from ._worker.outcome import Handler
 from ._worker.report_buffer import DEFAULT_LINGER, report_batcher, start_batcher
 from ._worker.session import SessionKeeper
 from .client import DEFAULT_TIMEOUT, resolve_server, resolve_token, sync_http
-from .errors import NotFound
 from .models import Session
 
 log = logging.getLogger("orbit_sdk.worker")
@@ -343,45 +341,18 @@ class Worker:
         self.stop()
 
     def _shutdown(self, leaser: threading.Thread, beats: Heartbeater) -> None:
-        """Drain: no new grants, let handlers finish (up to ``drain_timeout``), then close the
-        session -- whatever is still held lapses and the server's rules take over."""
-        session = self._sessions.current
-        for batcher in (self._runner.starts, self._runner.reports):
-            if batcher is not None:
-                batcher.flush_now()  # draining: no report waits for company
-        if session is not None:
-            try:
-                self.send(calls.drain_session(session.id))
-            except Exception as exc:
-                log.warning("worker %s: drain failed: %s", self.name, exc)
-        deadline = time.monotonic() + self.drain_timeout
-        held = len(self._live)
-        if held:
-            log.info("worker %s: draining %d attempts", self.name, held)
-        self._live.wait_empty(deadline, give_up=lambda: self._signals >= 2)
-        leaser.join(max(0.0, min(deadline - time.monotonic(), 1.0)))
-        remaining = self._live.snapshot()
-        for attempt in remaining:
-            attempt.abandoned = True
-        if remaining:
-            log.warning(
-                "worker %s: abandoning %d attempts still running after drain; their leases "
-                "lapse when the session closes",
-                self.name,
-                len(remaining),
-            )
-        self._abandon.set()
-        beats.stop()
-        if session is not None:
-            try:
-                self.send(calls.close_session(session.id))
-            except NotFound:
-                pass
-            except Exception as exc:
-                log.warning("worker %s: closing session failed: %s", self.name, exc)
-        for attempt in remaining:  # only now is it true; tell handlers to stop side effects
-            attempt.ctx._mark_lease_lost("worker shut down before the handler finished")
-        log.info("worker %s stopped", self.name)
+        """Drain (``_worker.drain``): no new grants, let handlers finish (up to
+        ``drain_timeout``), then close the session."""
+        drain = Drain(
+            name=self.name,
+            send=self.send,
+            runner=self._runner,
+            live=self._live,
+            abandon=self._abandon,
+            timeout=self.drain_timeout,
+            given_up=lambda: self._signals >= 2,
+        )
+        drain.run(self._sessions.current, leaser, beats)
 
     # --- session ----------------------------------------------------------------------------
 

@@ -1,2 +1,3 @@
-"""The runtime behind ``Worker``: the set of live attempts, the lease asks that fill it, the
-attempt threads that run handlers, heartbeats, and the batched starts and reports."""
+"""The runtime behind ``Worker``: its session, the lease thread and the lease asks that fill the
+set of live attempts, the attempt threads that run handlers, heartbeats, the batched starts and
+reports, and the drain."""
