@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbit.api.context import AppContext
-from orbit.api.schemas import CompletionItem, CompletionItemResult
+from orbit.api.schemas.workers import CompletionItem, CompletionItemResult
 from orbit.api.transport import limits
 from orbit.api.transport.problems import problem_body
 from orbit.api.unstorable_reports import Report, storable_report

@@ -11,14 +11,15 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from orbit.api import schemas as wire_tasks
 from orbit.api.routes import schedules as schedule_routes
-from orbit.api.schemas import Out
 from orbit.api.schemas import fencing as wire_fencing
 from orbit.api.schemas import results as wire_results
 from orbit.api.schemas import schedules as wire_schedules
+from orbit.api.schemas import tasks as wire_tasks
 from orbit.api.schemas import views as wire
+from orbit.api.schemas import workers as wire_workers
 from orbit.api.schemas import workflows as wire_workflows
+from orbit.api.schemas.base import Out
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import audit, fencing, overview
 from orbit_store.delivery import model as delivery_model
@@ -129,7 +130,7 @@ def test_saying_something_of_a_field_the_store_lacks_fails_at_import() -> None:
         (wire_schedules.PreviewInstant, cron.PreviewInstant),
         (wire_tasks.Attempt, task_views.AttemptView),
         (wire_tasks.TaskEvent, task_views.EventView),
-        (wire_tasks.HeartbeatResult, pulse_model.RenewResult),
+        (wire_workers.HeartbeatResult, pulse_model.RenewResult),
         (wire_fencing.Fence, fencing.RestoreFence),
         (wire_fencing.FenceReport, restore_fence.FenceReport),
         (wire_results.AuditEntry, audit.AuditEntry),

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 import yaml
 from typer.testing import CliRunner
 
-from orbit.api.schemas import NAME_PATTERN
+from orbit.api.schemas.base import NAME_PATTERN
 from orbit.cli.main import app
 from orbit.reconcile.admission import crds, schema_of
 from orbit.reconcile.apply import apply_manifests

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from orbit.api import schemas
 from orbit.api.routes.tasks import PROBLEMS
+from orbit.api.schemas import identity as schemas
 from orbit.api.transport.auth import CurrentCredential
 
 router = APIRouter(tags=["identity"])

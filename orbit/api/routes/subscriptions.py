@@ -15,8 +15,8 @@ from fastapi import Path as PathParam
 
 from orbit.api.context import AppContext, Ctx
 from orbit.api.routes.tasks import PROBLEMS, Namespace
-from orbit.api.schemas import NAME_PATTERN
 from orbit.api.schemas import results as schemas
+from orbit.api.schemas.base import NAME_PATTERN
 from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
 from orbit.engines.egress import EgressPolicy, EgressRefused, Unresolvable, pin

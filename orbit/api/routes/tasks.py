@@ -12,8 +12,9 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Path, Query, Response
 
-from orbit.api import schemas
 from orbit.api.context import AppContext, Ctx
+from orbit.api.schemas import tasks as schemas
+from orbit.api.schemas.base import NAME_PATTERN, Problem
 from orbit.api.transport import limits
 from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem
@@ -28,11 +29,11 @@ from orbit_store.pulse.views.waiting import waiting_causes
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tasks", tags=["tasks"])
 
-Namespace = Annotated[str, Path(pattern=schemas.NAME_PATTERN, max_length=63)]
+Namespace = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
 TaskId = Annotated[str, Path(min_length=1, max_length=36)]
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     code: {
-        "model": schemas.Problem,
+        "model": Problem,
         "content": {
             "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         },

@@ -16,10 +16,10 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, Path, Request, Response
 
-from orbit.api import schemas
 from orbit.api.context import AppContext, Ctx
 from orbit.api.reports import ON_LEASE, answer_reports, check_reports, completion_refusal
 from orbit.api.routes.tasks import PROBLEMS
+from orbit.api.schemas import workers as schemas
 from orbit.api.transport import limits
 from orbit.api.transport.auth import CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem

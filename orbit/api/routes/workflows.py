@@ -14,8 +14,8 @@ from fastapi import APIRouter, Path, Query, Response
 
 from orbit.api.context import AppContext, Ctx
 from orbit.api.routes.tasks import PROBLEMS, Namespace, _decode_token
-from orbit.api.schemas import NAME_PATTERN
 from orbit.api.schemas import workflows as wire
+from orbit.api.schemas.base import NAME_PATTERN
 from orbit.api.transport import limits
 from orbit.api.transport.auth import READ_ROLES, CurrentCredential, authorize
 from orbit.api.transport.problems import ApiProblem

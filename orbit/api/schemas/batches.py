@@ -10,18 +10,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from orbit.api.schemas import (
-    MAX_REPORTS,
-    CompletionItem,
-    CompletionItemResult,
-    Out,
-    Problem,
-    Safety,
-    Strict,
-    Task,
-    TaskStateName,
-    TaskSubmission,
-)
+from orbit.api.schemas.base import Out, Problem, Strict
+from orbit.api.schemas.tasks import Safety, Task, TaskStateName, TaskSubmission
+from orbit.api.schemas.workers import MAX_REPORTS, CompletionItem, CompletionItemResult
 
 #: Bumped when the worker calls change shape; in the OpenAPI document as ``x-worker-protocol``.
 #: 2: ``POST /v1/attempts:start`` and ``POST /v1/attempts:complete`` (batches).

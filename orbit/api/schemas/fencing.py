@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from orbit.api.schemas import Out, Strict
+from orbit.api.schemas.base import Out, Strict
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import fencing
 from orbit_store.recovery import restore_fence

@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from orbit.api.schemas import NAME_PATTERN, Out, Safety, Strict
+from orbit.api.schemas.base import NAME_PATTERN, Out, Strict
 from orbit.api.schemas.mirror import mirrors
+from orbit.api.schemas.tasks import Safety
 from orbit_store.schedules import cron as store_cron
 from orbit_store.schedules import model, trigger
 

@@ -8,7 +8,7 @@ import datetime as dt
 
 from pydantic import Field
 
-from orbit.api.schemas import Out
+from orbit.api.schemas.base import Out
 from orbit.api.schemas.mirror import mirrors
 from orbit_store import overview
 from orbit_store.pulse.workers import worker_views

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from orbit.api.schemas import NAME_PATTERN, Out, Strict
+from orbit.api.schemas.base import NAME_PATTERN, Out, Strict
 from orbit.api.schemas.mirror import mirrors
 from orbit_store.weave import definitions, queries
 

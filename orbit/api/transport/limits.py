@@ -49,7 +49,7 @@ class NotStorable(Exception):
 
 def check_json(**fields: Any) -> None:
     """422 naming the first of ``fields`` (by name) that the database cannot store as JSON.
-    Every JSON value a client sends passes here (``check_payload``, ``schemas.Strict``)."""
+    Every JSON value a client sends passes here (``check_payload``, ``schemas.base.Strict``)."""
     for name, value in fields.items():
         try:
             check_storable(value, name)
