@@ -20,6 +20,7 @@ from orbit.api.concurrency.wakeups import Wakeups
 from orbit.api.context import AppContext, ServerSettings
 from orbit.api.routes import admin as routes_admin
 from orbit.api.routes import attempt_batches as routes_attempt_batches
+from orbit.api.routes import attempts as routes_attempts
 from orbit.api.routes import audit as routes_audit
 from orbit.api.routes import health as routes_health
 from orbit.api.routes import identity as routes_identity
@@ -212,6 +213,7 @@ def create_app(engine: sa.Engine, settings: ServerSettings) -> FastAPI:
     for routes in (
         routes_tasks,  # submit: one request per task
         routes_workers,  # lease
+        routes_attempts,  # start, heartbeat and completion of one attempt
         routes_attempt_batches,  # batched start and completion
         routes_task_batches,
         routes_health,

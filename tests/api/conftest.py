@@ -17,7 +17,7 @@ from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fi
 
 from orbit.api.app import create_app
 from orbit.api.context import ServerSettings
-from orbit.api.routes import workers as routes_workers
+from orbit.api.routes import attempts as routes_attempts
 from orbit_store.access.credentials import create_token
 from orbit_store.db import run_transaction
 from orbit_store.pulse import service
@@ -193,9 +193,9 @@ def admin_http(admin_api: Api) -> Iterator[TestClient]:
 
 @pytest.fixture
 def broken_worker_routes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The worker routes' transactions raise an unexpected error: a defect, answered with 500."""
+    """The attempt routes' transactions raise an unexpected error: a defect, answered with 500."""
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("an unexpected defect")
 
-    monkeypatch.setattr(routes_workers, "run_transaction", broken)
+    monkeypatch.setattr(routes_attempts, "run_transaction", broken)

@@ -18,8 +18,9 @@ from fastapi import APIRouter
 
 from orbit.api.context import AppContext, Ctx
 from orbit.api.reports import apply_reports
+from orbit.api.routes.attempts import START_REFUSALS
 from orbit.api.routes.tasks import PROBLEMS
-from orbit.api.routes.workers import START_REFUSALS, worker_namespace
+from orbit.api.routes.workers import worker_namespace
 from orbit.api.schemas import batches as schemas_batches
 from orbit.api.transport.auth import CurrentCredential
 from orbit.api.transport.problems import problem_body
