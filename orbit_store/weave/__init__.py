@@ -8,7 +8,10 @@ step's Pulse task, wait or poll round in the same transaction (invariant 9), ``w
 pending signals to active waits. ``transitions`` holds the legal moves of instances, steps and
 activations; ``context`` the locked instance a transaction works on; ``spec`` and ``cel`` the
 DSL; ``queries`` the views; ``invariants`` the checks of ``orbit admin verify``; ``service`` the
-entry points with retries and per-item isolation; ``outcomes`` Pulse's one hook.
+entry points with retries and per-item isolation; ``outcomes`` Pulse's one hook. The inbox and
+timer loops decide many instances per transaction (``inbox_set``, ``timer_set``, run by
+``set_pass``): each instance's writes held back (``buffered``) and written for the set at once
+(``set_writes``).
 
 Lock order, kept by every Weave transaction (and compatible with Pulse's,
 ``orbit_store/pulse/__init__.py``):

@@ -1,6 +1,6 @@
 """What one instance of a set pass writes, held back so the set writes every instance's rows
 together (``set_writes``): step and activation moves, new activations, the instance row, its
-history events and the step tasks to submit.
+history events, the step tasks to submit and the waits a timer set fires.
 
 While an instance is decided in a set its context reads through :class:`ReadOnlyConnection`:
 reads go to the database, and any write the set path does not hold back (a cancel, a wait, a
@@ -54,6 +54,7 @@ class InstanceWrites:
     steps: dict[str, Update] = field(default_factory=dict)
     activation_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     activations: dict[str, Update] = field(default_factory=dict)
+    waits: dict[str, Update] = field(default_factory=dict)
     instance: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     submissions: list[Submission] = field(default_factory=list)
@@ -67,6 +68,9 @@ class InstanceWrites:
             inserted.update(values)
         else:
             _merge(self.activations, activation_id, expected, values)
+
+    def move_wait(self, wait_id: str, expected: str, values: dict[str, Any]) -> None:
+        _merge(self.waits, wait_id, expected, values)
 
 
 def _merge(updates: dict[str, Update], key: str, expected: str, values: dict[str, Any]) -> None:

@@ -8,6 +8,8 @@ docstring) and ends with :meth:`InstanceContext.flush`.
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +75,17 @@ class Step:
     error: Any
 
 
+@dataclass(frozen=True)
+class Timers:
+    """An instance's timers as a set pass read them under its lock: its WAITING waits with a
+    deadline (``id``, ``kind``, ``step_name``, ``deadline_at``) and its ACTIVE activations with
+    a poll due (``id``, ``step_name``, ``next_poll_at``). With them a held decision fires its
+    due timers and finds its next wake-up without a read of its own."""
+
+    waits: list[Any]
+    polls: list[Any]
+
+
 @dataclass
 class InstanceContext:
     conn: sa.Connection
@@ -89,6 +102,8 @@ class InstanceContext:
     timers_fired: bool = False
     #: Set while the instance is decided in a set: its writes are held here (``buffered``).
     writes: InstanceWrites | None = None
+    #: Its timers as a set pass read them (None: read them when they are needed).
+    timers: Timers | None = None
     _events: list[dict[str, Any]] = field(default_factory=list)
     _signals: dict[str, Any] | None = None
 
@@ -190,6 +205,8 @@ class InstanceContext:
     def _next_wake(self) -> dt.datetime | None:
         if self.instance.state.is_terminal:
             return None
+        if self.timers is not None and self.writes is not None:
+            return _held_next_wake(self.timers, self.writes)
         wait_due = self.conn.execute(
             sa.select(sa.func.min(workflow_waits.c.deadline_at)).where(
                 workflow_waits.c.instance_id == self.instance.id,
@@ -204,6 +221,19 @@ class InstanceContext:
         ).scalar_one()
         due = [_as_datetime(v) for v in (wait_due, poll_due) if v is not None]
         return min(due) if due else None
+
+
+def _held_next_wake(timers: Timers, writes: InstanceWrites) -> dt.datetime | None:
+    """The earliest timer left once the held moves are written: a wait moved is over; a
+    poll activation moved keeps its next poll only while it stays ACTIVE."""
+    due = [w.deadline_at for w in timers.waits if w.id not in writes.waits]
+    for poll in timers.polls:
+        moved = writes.activations.get(poll.id)
+        values = moved.values if moved is not None else {}
+        if values.get("state", StepState.ACTIVE.value) == StepState.ACTIVE.value:
+            due.append(values.get("next_poll_at", poll.next_poll_at))
+    found = [_as_datetime(v) for v in due if v is not None]
+    return min(found) if found else None
 
 
 def _as_datetime(value: dt.datetime | str) -> dt.datetime:
@@ -234,6 +264,32 @@ def lock_instance(
         sa.select(workflow_steps).where(workflow_steps.c.instance_id == instance_id)
     )
     return context_of(conn, row, list(steps), actor=actor, max_payload_bytes=max_payload_bytes)
+
+
+def lock_set(conn: sa.Connection, namespace: str, instance_ids: Sequence[str]) -> list[Any]:
+    """SELECT … FOR UPDATE SKIP LOCKED the instances of a set (with the database time), in id
+    order: the first lock of a set transaction; an instance another transaction holds, or one
+    not found, is not returned."""
+    return list(
+        conn.execute(
+            sa.select(workflow_instances, utc_now().label("db_now"))
+            .where(
+                workflow_instances.c.namespace == namespace,
+                workflow_instances.c.id.in_(sorted(instance_ids)),
+            )
+            .order_by(workflow_instances.c.id)
+            .with_for_update(skip_locked=True)
+        )
+    )
+
+
+def steps_of(conn: sa.Connection, instance_ids: Sequence[str]) -> dict[str, list[Any]]:
+    """The step rows of several instances, read at once: instance id → its steps."""
+    steps: dict[str, list[Any]] = defaultdict(list)
+    query = sa.select(workflow_steps).where(workflow_steps.c.instance_id.in_(instance_ids))
+    for row in conn.execute(query):
+        steps[row.instance_id].append(row)
+    return steps
 
 
 def context_of(

@@ -27,42 +27,25 @@ import datetime as dt
 import functools
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-from orbit_store.clock import as_db_time, utc_now
+from orbit_store.clock import as_db_time
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import (
     workflow_activations,
     workflow_inbox,
-    workflow_instances,
-    workflow_signals,
-    workflow_steps,
 )
 
 from .advance import advance
 from .buffered import NeedsSinglePath
-from .context import InstanceContext, context_of
+from .context import InstanceContext, context_of, lock_set, steps_of
 from .inbox import apply_outcome
-from .model import AdvanceReport, SignalState
-from .set_writes import SetRefused, decide_held, release, write_set
+from .set_writes import SET_SIZE, SetOutcome, SetRefused, decide_held, release, write_set
+from .waits import pending_signals
 
 __all__ = ["SET_SIZE", "SetOutcome", "SetRefused", "consume_set"]
-
-#: Instances per set transaction at most.
-SET_SIZE = 100
-
-
-@dataclass
-class SetOutcome:
-    """A report per instance the set advanced; the instances left to the single path."""
-
-    reports: list[AdvanceReport] = field(default_factory=list)
-    alone: list[str] = field(default_factory=list)
-    #: Inbox rows the set consumed.
-    consumed: int = 0
 
 
 def consume_set(
@@ -77,7 +60,7 @@ def consume_set(
     if len(instance_ids) > SET_SIZE:
         raise ValueError(f"at most {SET_SIZE} instances per set")
     outcome = SetOutcome()
-    rows = _lock(conn, namespace, instance_ids)
+    rows = lock_set(conn, namespace, instance_ids)
     # Held by another transaction, or not found: the single path waits for it, or says so.
     outcome.alone = sorted(set(instance_ids) - {row.id for row in rows})
     if not rows:
@@ -110,26 +93,11 @@ def consume_set(
     return outcome
 
 
-def _lock(conn: sa.Connection, namespace: str, instance_ids: Sequence[str]) -> list[Any]:
-    query = (
-        sa.select(workflow_instances, utc_now().label("db_now"))
-        .where(
-            workflow_instances.c.namespace == namespace,
-            workflow_instances.c.id.in_(sorted(instance_ids)),
-        )
-        .order_by(workflow_instances.c.id)
-        .with_for_update(skip_locked=True)
-    )
-    return list(conn.execute(query))
-
-
 def _read(
     conn: sa.Connection, ids: list[str], db_now: Any
 ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[str, Any], dict[str, int]]:
     """Steps, due PENDING inbox rows (in order), the activations they name, PENDING signals."""
-    steps: dict[str, list[Any]] = defaultdict(list)
-    for row in conn.execute(sa.select(workflow_steps).where(workflow_steps.c.instance_id.in_(ids))):
-        steps[row.instance_id].append(row)
+    steps = steps_of(conn, ids)
     messages: dict[str, list[Any]] = defaultdict(list)
     due = conn.execute(
         sa.select(workflow_inbox)
@@ -149,16 +117,7 @@ def _read(
             sa.select(workflow_activations).where(workflow_activations.c.id.in_(named))
         ):
             activations[row.id] = row
-    signals: dict[str, int] = dict(
-        conn.execute(
-            sa.select(workflow_signals.c.instance_id, sa.func.count())
-            .where(
-                workflow_signals.c.instance_id.in_(ids),
-                workflow_signals.c.state == SignalState.PENDING.value,
-            )
-            .group_by(workflow_signals.c.instance_id)
-        ).all()
-    )
+    signals = pending_signals(conn, ids)
     return steps, messages, activations, signals
 
 

@@ -22,7 +22,7 @@ from orbit_store.errors import CommitOutcomeUnknown
 from orbit_store.passes import ItemPass
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
-from . import inbox, inbox_set, timers
+from . import inbox, inbox_set, set_pass, timer_set, timers
 from .definitions import publish_audited
 from .model import AdvanceReport, PublishResult, SignalResult, StartResult
 from .signals import accept_signal
@@ -161,28 +161,15 @@ def consume_pass(
     by_namespace: dict[str, list[str]] = {}
     for instance_id, rows in by_instance.items():
         by_namespace.setdefault(rows[0].namespace, []).append(instance_id)
-    size = inbox_set.SET_SIZE
-    sets = [
-        (ns, ids[first : first + size])
-        for ns, ids in by_namespace.items()
-        for first in range(0, len(ids), size)
-    ]
     threads = 1 if is_sqlite(engine) else workers
-    report, lock = PassReport(due=len(due_rows)), threading.Lock()
-    alone: list[str] = []
-
-    def run_set(item: tuple[str, list[str]]) -> None:
-        outcome = _consume_set(engine, item[0], item[1], max_payload_bytes)
-        with lock:
-            report.reports += outcome.reports
-            alone.extend(outcome.alone)
-
-    if threads <= 1 or len(sets) <= 1:
-        for item in sets:
-            run_set(item)
-    else:
-        with ThreadPoolExecutor(min(threads, len(sets)), "orbit-weave-set") as pool:
-            list(pool.map(run_set, sets))
+    sets = set_pass.run_sets(
+        engine,
+        functools.partial(inbox_set.consume_set, max_payload_bytes=max_payload_bytes),
+        by_namespace,
+        threads=threads,
+        what="inbox",
+    )
+    report = PassReport(reports=sets.reports, due=len(due_rows))
 
     def work(items: ItemPass, due: inbox.Due) -> AdvanceReport | None:
         return items.run(
@@ -199,36 +186,10 @@ def consume_pass(
         )
 
     items = ItemPass(engine, INBOX_LOOP)
-    single = _run_groups([by_instance[i] for i in alone], work, items, threads)
+    single = _run_groups([by_instance[i] for i in sets.alone], work, items, threads)
     report.reports += single.reports
     report.errors = single.errors
     return report
-
-
-def _consume_set(
-    engine: sa.Engine, namespace: str, instance_ids: list[str], max_payload_bytes: int
-) -> inbox_set.SetOutcome:
-    """One set in its own transaction; instances whose step tasks Pulse refused are taken out
-    and the set decided again. A set that fails as a whole leaves every instance alone."""
-    left_out: set[str] = set()
-    for _ in range(3):
-        work = functools.partial(
-            inbox_set.consume_set,
-            namespace=namespace,
-            instance_ids=[i for i in instance_ids if i not in left_out],
-            max_payload_bytes=max_payload_bytes,
-        )
-        try:
-            outcome = run_transaction(engine, work)
-        except inbox_set.SetRefused as refused:
-            left_out |= refused.instance_ids
-            continue
-        except Exception as exc:
-            log.warning("inbox set of %d failed, consumed alone: %s", len(instance_ids), exc)
-            return inbox_set.SetOutcome(alone=list(instance_ids))
-        outcome.alone += sorted(left_out)
-        return outcome
-    return inbox_set.SetOutcome(alone=list(instance_ids))
 
 
 def _record_failure(engine: sa.Engine, due: inbox.Due, exc: Exception) -> None:
@@ -267,14 +228,28 @@ def timer_pass(
     workers: int = 1,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> PassReport:
-    """Fire the due timers of running, unpaused instances, one instance per transaction; one
-    that fails backs off alone (``timers.record_failure``)."""
+    """Fire the due timers of running, unpaused instances: in sets (``timer_set``: one
+    transaction per set of one namespace, sets side by side on ``workers`` threads), an
+    instance the set path leaves alone in its own transaction; one that fails there backs off
+    alone (``timers.record_failure``)."""
     due = run_transaction(
         engine, functools.partial(timers.due_instances, limit=limit, namespace=namespace)
     )
+    by_namespace: dict[str, list[str]] = {}
+    for ns, instance_id in due:
+        by_namespace.setdefault(ns, []).append(instance_id)
+    threads = 1 if is_sqlite(engine) else workers
+    sets = set_pass.run_sets(
+        engine,
+        functools.partial(timer_set.fire_set, max_payload_bytes=max_payload_bytes),
+        by_namespace,
+        threads=threads,
+        what="timer",
+    )
+    namespace_of = {instance_id: ns for ns, instance_id in due}
 
-    def work(items: ItemPass, item: tuple[str, str]) -> AdvanceReport | None:
-        ns, instance_id = item
+    def work(items: ItemPass, instance_id: str) -> AdvanceReport | None:
+        ns = namespace_of[instance_id]
         return items.run(
             functools.partial(
                 timers.wake_instance,
@@ -288,4 +263,7 @@ def timer_pass(
         )
 
     items = ItemPass(engine, TIMERS_LOOP)
-    return _run_groups([[item] for item in due], work, items, 1 if is_sqlite(engine) else workers)
+    single = _run_groups([[i] for i in sets.alone], work, items, threads)
+    single.reports = sets.reports + single.reports
+    single.due = len(due)
+    return single

@@ -6,9 +6,10 @@ whatever the set's size (seed §5 "内部事件消费", invariants 6 and 9):
    path, invariant 6) — an item Pulse refuses (a quota, a queue) raises :class:`SetRefused`
    naming its instance, and the caller decides the set again without it;
 2. one multi-row INSERT of the new activations (with their tasks' ids) and one of the events;
-3. one UPDATE each for the steps, the activations and the instances: every row's new values by
-   ``CASE id``, guarded by the (id, state) — for an instance (id, state_version, event_seq) —
-   it was read in under the instance lock, with the affected-row count checked;
+3. one UPDATE each for the steps, the activations, the waits (a timer fires once) and the
+   instances: every row's new values by ``CASE id``, guarded by the (id, state) — for an
+   instance (id, state_version, event_seq) — it was read in under the instance lock, with the
+   affected-row count checked;
 4. one UPDATE marking the set's inbox rows consumed, each with what it did.
 
 :func:`decide_held` holds an instance's writes back while the caller decides it, and
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -33,12 +35,29 @@ from orbit_store.schema import (
     workflow_inbox,
     workflow_instances,
     workflow_steps,
+    workflow_waits,
 )
 
 from .buffered import InstanceWrites, NeedsSinglePath, ReadOnlyConnection
 from .context import InstanceContext, LostRace
+from .model import AdvanceReport
 
 log = logging.getLogger(__name__)
+
+
+#: Instances per set transaction at most.
+SET_SIZE = 100
+
+
+@dataclass
+class SetOutcome:
+    """What a set pass did: a report per instance it advanced; the instances left to the
+    single path."""
+
+    reports: list[AdvanceReport] = field(default_factory=list)
+    alone: list[str] = field(default_factory=list)
+    #: Inbox rows the set consumed.
+    consumed: int = 0
 
 
 class SetRefused(Exception):
@@ -105,6 +124,11 @@ def write_set(
         conn,
         workflow_activations,
         {(key, u.expected): u.values for _, w in held for key, u in w.activations.items()},
+    )
+    _update_each(
+        conn,
+        workflow_waits,
+        {(key, u.expected): u.values for _, w in held for key, u in w.waits.items()},
     )
     _update_instances(conn, [(ctx.instance.id, w) for ctx, w in held if w.instance])
     _mark_consumed(conn, contexts[0].now if contexts else None, consumed)

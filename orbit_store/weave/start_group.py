@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -48,7 +47,7 @@ from orbit_store.schema import (
 )
 
 from .advance import advance
-from .context import InstanceContext, context_of, lock_instance
+from .context import InstanceContext, context_of, lock_instance, steps_of
 from .definitions import load_version
 from .model import AdvanceReport, StartResult
 from .service import start
@@ -264,11 +263,7 @@ def _insert_and_advance(
         .order_by(workflow_instances.c.id)
         .with_for_update()
     ).all()
-    steps_of: dict[str, list[Any]] = defaultdict(list)
-    for row in conn.execute(
-        sa.select(workflow_steps).where(workflow_steps.c.instance_id.in_(sorted(instances)))
-    ):
-        steps_of[row.instance_id].append(row)
+    their_steps = steps_of(conn, sorted(instances))
     held: list[InstanceContext] = []
     alone: list[str] = []
     for row in locked:
@@ -276,7 +271,7 @@ def _insert_and_advance(
         ctx = context_of(
             conn,
             row,
-            steps_of[row.id],
+            their_steps[row.id],
             actor=request.started_by,
             max_payload_bytes=request.max_payload_bytes,
         )

@@ -3,9 +3,10 @@ that are due (the firing itself is ``firing``, run by ``advance``).
 
 Every timer is persisted state — a wait's ``deadline_at``, a poll activation's ``next_poll_at``
 — and the instance's ``wake_at`` is the earliest of them. The server's timer loop lists running,
-unpaused instances whose ``wake_at`` has passed (:func:`due_instances`) and runs
-:func:`wake_instance` for each: one transaction that fires what is due under the instance lock
-(conditional updates, so a timer fires once) and advances. A paused instance's timers fire on
+unpaused instances whose ``wake_at`` has passed (:func:`due_instances`) and fires them in sets
+(``timer_set``); :func:`wake_instance` fires an instance a set leaves alone: one transaction that
+fires what is due under the instance lock (conditional updates, so a timer fires once) and
+advances. A paused instance's timers fire on
 resume instead.
 
 A firing that fails (a quota refuses the next step's task) rolls back; :func:`record_failure`

@@ -110,3 +110,18 @@ def expire_pending(ctx: InstanceContext) -> None:
     )
     if expired.rowcount:
         ctx.event("signal.expired", details={"count": expired.rowcount})
+
+
+def pending_signals(conn: sa.Connection, instance_ids: list[str]) -> dict[str, int]:
+    """How many PENDING signals each of several instances has (read at once by a set pass,
+    which expires them alone)."""
+    return dict(
+        conn.execute(
+            sa.select(workflow_signals.c.instance_id, sa.func.count())
+            .where(
+                workflow_signals.c.instance_id.in_(instance_ids),
+                workflow_signals.c.state == SignalState.PENDING.value,
+            )
+            .group_by(workflow_signals.c.instance_id)
+        ).all()
+    )

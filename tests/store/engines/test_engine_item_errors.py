@@ -25,7 +25,7 @@ from orbit.engines.loop import EngineLoop
 from orbit.metrics.server import Metrics
 from orbit_store.pulse.leases import expiry
 from orbit_store.schema import subscriptions
-from orbit_store.weave import timers
+from orbit_store.weave import firing
 
 from ..drivers.delivery_driver import DeliveryDriver
 from ..drivers.pulse_driver import PulseDriver
@@ -114,13 +114,9 @@ def test_the_timer_loop_counts_a_workflow_it_fails_on_and_wakes_the_others(
 ) -> None:
     weave.publish("nap", {"steps": [{"name": "nap", "sleep": {"seconds": 5}}]})
     good, bad = weave.start_workflow("nap"), weave.start_workflow("nap")
+    # The firing itself fails for that one: in its set, and alone after it.
     monkeypatch.setattr(
-        timers,
-        "wake_instance",
-        failing_for(
-            timers.wake_instance,
-            lambda conn, namespace, instance_id, **_: instance_id == bad,
-        ),
+        firing, "fire_due", failing_for(firing.fire_due, lambda ctx: ctx.instance.id == bad)
     )
     weave.advance(6)
     metrics = Metrics(weave.engine)
