@@ -89,6 +89,47 @@ def test_order_fulfilment_runs_to_completion_with_real_workers(
     assert "track" in shown and "SUCCEEDED" in shown
 
 
+NAP_THEN_RESERVE = {
+    "steps": [
+        {"name": "nap", "sleep": {"seconds": 1}},
+        {
+            "name": "reserve",
+            "dependsOn": ["nap"],
+            "task": {"handler": "orders.reserve", "params": {"order": "${input.order}"}},
+        },
+    ]
+}
+
+
+def test_sleeps_started_together_end_and_their_next_steps_run(
+    server: Server, mariadb_engine: sa.Engine
+) -> None:
+    """Several workflows sleep at once: the server's timer loop ends every sleep (a set of
+    them in one transaction) and the next step's task runs on a real worker."""
+    tenant = make_tenant(server, mariadb_engine, ["admin"])
+    tenant.start_worker(WORKER)
+    try:
+        with Client(server.url, token=tenant.token) as client:
+            client.publish_workflow(tenant.namespace, "nap", NAP_THEN_RESERVE)
+            naps = [
+                client.start_workflow(
+                    tenant.namespace, "nap", input={"order": n}, start_key=f"nap-{n}"
+                )
+                for n in range(5)
+            ]
+            done = [client.wait_workflow(tenant.namespace, w.id, timeout=60) for w in naps]
+    finally:
+        for process in tenant.workers:
+            process.kill()
+    assert [d.state for d in done] == ["SUCCEEDED"] * 5
+    for n, finished in enumerate(done):
+        assert finished.step("nap").state == "SUCCEEDED"
+        assert finished.output["reserve"] == {"order": n, "items": ["book", "lamp"]}
+    with mariadb_engine.connect() as conn:
+        report = verify(conn, tenant.namespace)
+    assert report.clean, report.as_dict()
+
+
 def test_the_cli_lists_pauses_resumes_cancels_and_shows_history(
     server: Server, mariadb_engine: sa.Engine
 ) -> None:
