@@ -7,7 +7,9 @@ over HTTP (SDK, several threads) while the workers run; measured from the databa
   divided by first start → last finish;
 - instance latency: created → finished per instance (p50, p99), under that load and, in a
   second phase, one instance at a time with idle workers;
-- orchestration lag: a task's outcome persisted → consumed by the inbox loop (p50, p99).
+- orchestration lag: a task's outcome persisted → consumed by the inbox loop (p50, p99);
+- with ``--sleep S``, step b is a sleep of S seconds (the timer loop's work) and the timer lag
+  is measured too: a sleep's deadline → the transaction that fired it (p50, p99).
 
 With ``--raw`` the same run then does the same work in plain SQL
 (``bench/workflows/raw_workflows.py``: as many worker processes as slots, as many consumer
@@ -15,7 +17,7 @@ processes as the server has consumer threads): the ceiling of these rows' writes
 machine, beside Orbit's figures.
 
 Usage: ``.venv/bin/python bench/workflows/workflows.py [--instances 1000] [--quick] [--raw]
-[--keep]``.
+[--keep] [--sleep 1]``.
 """
 
 from __future__ import annotations
@@ -62,7 +64,14 @@ def task(name: str, *deps: str) -> dict[str, Any]:
     }
 
 
-SPEC = {"steps": [task("a"), task("b", "a"), task("c", "a"), task("d", "b", "c"), task("e", "d")]}
+def spec(sleep: float | None) -> dict[str, Any]:
+    """a → b, c → d → e; b sleeps ``sleep`` seconds instead of running a task when given."""
+    b = (
+        task("b", "a")
+        if sleep is None
+        else {"name": "b", "dependsOn": ["a"], "sleep": {"seconds": sleep}}
+    )
+    return {"steps": [task("a"), b, task("c", "a"), task("d", "b", "c"), task("e", "d")]}
 
 
 def say(*parts: str) -> None:
@@ -179,6 +188,14 @@ class Bench:
                 *(NS, mark),
             )
         ]
+        timer_lag = [
+            row[0] / 1000
+            for row in self.query(
+                "SELECT TIMESTAMPDIFF(MICROSECOND, deadline_at, finished_at) FROM workflow_waits "
+                "WHERE namespace = %s AND created_at >= %s AND kind = 'sleep'",
+                *(NS, mark),
+            )
+        ]
         seconds = (finished - created).total_seconds()
         return {
             "instances": instances,
@@ -186,6 +203,7 @@ class Bench:
             "advances": advances,
             "latency": latency,
             "lag": lag,
+            "timer": timer_lag,
         }
 
 
@@ -232,7 +250,11 @@ def show(title: str, m: dict[str, Any]) -> None:
         f"clock): {m['instances'] / m['seconds']:,.1f} instances/s, {m['advances']} step ",
         f"advances = {m['advances'] / m['seconds']:,.0f} advances/s",
     )
-    for name, values in (("instance latency", m["latency"]), ("orchestration lag", m["lag"])):
+    shown = (("instance latency", "latency"), ("orchestration lag", "lag"), ("timer lag", "timer"))
+    for name, key in shown:
+        values = m.get(key) or []
+        if not values:  # no sleeps: no timer lag
+            continue
         say(
             f"  {name:18} ms: p50 {pct(values, 0.5):8.1f}  p99 {pct(values, 0.99):8.1f}  ",
             f"max {max(values):8.1f}",
@@ -298,6 +320,7 @@ def main() -> None:
     add("--quick", action="store_true", help="100 concurrent instances, 10 one at a time")
     add("--keep", action="store_true", help="keep the database and the logs")
     add("--raw", action="store_true", help="the same work in plain SQL too (raw_workflows.py)")
+    add("--sleep", type=float, help="step b sleeps this many seconds instead of a task")
     args = parser.parse_args()
     if args.quick:
         args.instances, args.solo = 100, 10
@@ -325,13 +348,16 @@ def main() -> None:
         bench.start()
         say(f"{args.workers} workers x {args.concurrency} slots; logs in {logs}")
         with Client(bench.base, token=bench.token, timeout=60) as client:
-            client.publish_workflow(NS, "bench", SPEC)
+            client.publish_workflow(NS, "bench", spec(args.sleep))
             mark = bench.query("SELECT UTC_TIMESTAMP(6)")[0][0]
             started_in = bench.start_many(client, 0, args.instances)
             bench.wait_done(args.instances)
             loaded = bench.measure(mark)
             say(f"started {args.instances} instances in {started_in:.1f}s over HTTP")
-            show(f"{args.instances} concurrent instances of a 5-step workflow:", loaded)
+            shape = (
+                "a 5-step workflow" if args.sleep is None else f"5 steps, b a {args.sleep:g}s sleep"
+            )
+            show(f"{args.instances} concurrent instances of {shape}:", loaded)
             mark = bench.query("SELECT UTC_TIMESTAMP(6)")[0][0]
             for i in range(args.solo):
                 wf = client.start_workflow(NS, "bench", input={"n": i}, start_key=f"solo-{i}")
