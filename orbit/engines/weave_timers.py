@@ -1,6 +1,6 @@
 """The Weave timer loop: fires sleeps that are over, signal waits that timed out and poll rounds
 that are due — a namespace's due instances in sets, one transaction per set
-(``orbit_store.weave.timer_set``), an instance a set cannot fire alone
+(``orbit_store.weave.sets.timer_set``), an instance a set cannot fire alone
 (``orbit_store.weave.timers``); an instance that fails alone is logged, counted
 (``orbit_engine_item_errors_total{loop="weave-timers"}``) and backed off. The live-instance and
 signal-backlog gauges are the gauge loop's (orbit/metrics/workflows.py)."""

@@ -9,7 +9,7 @@ pending signals to active waits. ``transitions`` holds the legal moves of instan
 activations; ``context`` the locked instance a transaction works on; ``spec`` and ``cel`` the
 DSL; ``queries`` the views; ``invariants`` the checks of ``orbit admin verify``; ``service`` the
 entry points with retries and per-item isolation; ``outcomes`` Pulse's one hook. The inbox and
-timer loops decide many instances per transaction (``inbox_set``, ``timer_set``, run by
+timer loops decide many instances per transaction (``sets``: ``inbox_set``, ``timer_set``, run by
 ``set_pass``): each instance's writes held back (``buffered``) and written for the set at once
 (``set_writes``).
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.model import Outcome
 from orbit_store.schema import submission_keys, workflow_inbox
-from orbit_store.weave import inbox_set
+from orbit_store.weave.sets import inbox_set
 
 from ..drivers.sent_statements import sent_statements
 from ..drivers.weave_driver import WeaveDriver, task_step

@@ -16,8 +16,9 @@ import sqlalchemy as sa
 from orbit_store.clock import CLOCK_SKEW_OPTION
 from orbit_store.db import create_store_engine
 from orbit_store.schema import workflow_steps, workflow_waits
-from orbit_store.weave import service, timer_set
+from orbit_store.weave import service
 from orbit_store.weave.set_writes import SetOutcome
+from orbit_store.weave.sets import timer_set
 
 from ..drivers.sent_statements import sent_statements
 from ..drivers.weave_driver import WeaveDriver, task_step

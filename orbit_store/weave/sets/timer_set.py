@@ -34,11 +34,11 @@ from orbit_store.clock import as_db_time
 from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from orbit_store.schema import workflow_activations, workflow_waits
 
-from .advance import advance
-from .context import InstanceContext, Timers, context_of, lock_set, steps_of
-from .model import InstanceState, StepState, WaitState
-from .set_writes import SET_SIZE, SetOutcome, decide_held, release, write_set
-from .waits import pending_signals
+from ..advance import advance
+from ..context import InstanceContext, Timers, context_of, lock_set, steps_of
+from ..model import InstanceState, StepState, WaitState
+from ..set_writes import SET_SIZE, SetOutcome, decide_held, release, write_set
+from ..waits import pending_signals
 
 
 def fire_set(

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from orbit_store.db import run_transaction
 
-from .set_writes import SET_SIZE, SetOutcome, SetRefused
+from ..set_writes import SET_SIZE, SetOutcome, SetRefused
 
 log = logging.getLogger(__name__)
 

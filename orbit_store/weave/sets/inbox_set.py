@@ -38,12 +38,12 @@ from orbit_store.schema import (
     workflow_inbox,
 )
 
-from .advance import advance
-from .buffered import NeedsSinglePath
-from .context import InstanceContext, context_of, lock_set, steps_of
-from .inbox import apply_outcome
-from .set_writes import SET_SIZE, SetOutcome, SetRefused, decide_held, release, write_set
-from .waits import pending_signals
+from ..advance import advance
+from ..buffered import NeedsSinglePath
+from ..context import InstanceContext, context_of, lock_set, steps_of
+from ..inbox import apply_outcome
+from ..set_writes import SET_SIZE, SetOutcome, SetRefused, decide_held, release, write_set
+from ..waits import pending_signals
 
 __all__ = ["SET_SIZE", "SetOutcome", "SetRefused", "consume_set"]
 
