@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from orbit_store.weave.definitions import get_definition, publish_definition, retire_definition
-from orbit_store.weave.spec import InvalidDefinition, parse
+from orbit_store.weave.dsl.spec import InvalidDefinition, parse
 
 from .resource import Deletion, InvalidSpec, Outcome, Resource
 

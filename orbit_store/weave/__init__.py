@@ -6,7 +6,7 @@ resume, cancel), ``timers`` (the timer loop) — over one core, ``advance``, whi
 (``firing``), decides whatever the DAG allows and finishes the instance; ``activate`` creates a
 step's Pulse task, wait or poll round in the same transaction (invariant 9), ``waits`` gives
 pending signals to active waits. ``transitions`` holds the legal moves of instances, steps and
-activations; ``context`` the locked instance a transaction works on; ``spec`` and ``cel`` the
+activations; ``context`` the locked instance a transaction works on; ``dsl`` (``spec``, ``cel``) the
 DSL; ``queries`` the views; ``invariants`` the checks of ``orbit admin verify``; ``service`` the
 entry points with retries and per-item isolation; ``outcomes`` Pulse's one hook. The inbox and
 timer loops decide many instances per transaction (``sets``: ``inbox_set``, ``timer_set``, run by

@@ -22,11 +22,12 @@ from orbit_store.pulse.model import Safety, WaitPath
 from orbit_store.pulse.submit.accept import SubmitRequest, submit_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
-from . import cel, waits
+from . import waits
 from .buffered import Submission
 from .context import InstanceContext, LostRace, Step
+from .dsl import cel
+from .dsl.spec import TaskTemplate
 from .model import ACTOR_PREFIX, PollOutcome, RoundState, StepState, WaitState
-from .spec import TaskTemplate
 from .transitions import move_step, open_activation
 
 

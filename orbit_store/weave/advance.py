@@ -27,9 +27,10 @@ from orbit_store.errors import Conflict
 from orbit_store.pulse.manual.cancel import cancel_task
 from orbit_store.schema import workflow_activations, workflow_poll_rounds, workflow_waits
 
-from . import cel, firing, waits
+from . import firing, waits
 from .activate import activate, fail_step
 from .context import InstanceContext, Step
+from .dsl import cel
 from .model import InstanceState, RoundState, StepState, WaitState
 from .transitions import move_instance, move_step
 

@@ -30,8 +30,8 @@ from orbit_store.schema import (
 
 from .buffered import InstanceWrites
 from .definitions import load_version
+from .dsl.spec import Definition
 from .model import AdvanceReport, InstanceState, SignalState, StepState, WaitState
-from .spec import Definition
 
 
 class LostRace(Exception):

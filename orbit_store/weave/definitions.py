@@ -31,8 +31,8 @@ from orbit_store.schema import (
     workflow_instances,
 )
 
+from .dsl.spec import Definition, WorkflowSpec, canonical, digest_of, load
 from .model import PublishResult
-from .spec import Definition, WorkflowSpec, canonical, digest_of, load
 
 _versions: dict[str, Definition] = {}
 RESOURCE_KIND = "WorkflowDefinition"
@@ -47,7 +47,7 @@ def publish_definition(
     source: str,
     published_by: str | None = None,
 ) -> PublishResult:
-    """Publish ``spec`` (already validated by :func:`orbit_store.weave.spec.parse`) as the next
+    """Publish ``spec`` (already validated by :func:`orbit_store.weave.dsl.spec.parse`) as the next
     version of ``name`` unless it equals the latest; un-retires a retired definition. A
     definition a resource declares (and has not withdrawn) is the resource's: the API and CLI
     get Conflict, as for schedules, so a resync never has another spec to publish over."""

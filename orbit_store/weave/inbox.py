@@ -35,10 +35,10 @@ from orbit_store.schema import (
     workflow_poll_rounds,
 )
 
-from . import cel
 from .activate import fail_step, poll_checkpoint
 from .advance import advance
 from .context import InstanceContext, LostRace, Step, lock_instance
+from .dsl import cel
 from .model import AdvanceReport, PollOutcome, RoundState, StepState
 from .outcomes import CONSUMER, TASK_RETRIED
 from .transitions import move_step

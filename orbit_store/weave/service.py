@@ -24,10 +24,10 @@ from orbit_store.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 from . import inbox, timers
 from .definitions import publish_audited
+from .dsl.spec import parse
 from .model import AdvanceReport, PublishResult, SignalResult, StartResult
 from .sets import inbox_set, set_pass, timer_set
 from .signals import accept_signal
-from .spec import parse
 from .start import StartRequest, find_started, start_workflow
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,8 @@ from orbit_store.schema import (
 from .advance_held import advance_held
 from .context import InstanceContext, lock_instance
 from .definitions import load_version
+from .dsl.spec import Definition
 from .model import AdvanceReport, InstanceState, StartResult, StepState
-from .spec import Definition
 
 GATE_OWNER = "workflow_instance"
 

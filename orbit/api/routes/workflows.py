@@ -23,8 +23,8 @@ from orbit_store.access.credentials import Role
 from orbit_store.db import run_transaction
 from orbit_store.weave import control, queries, service
 from orbit_store.weave.definitions import get_definition
+from orbit_store.weave.dsl.spec import InvalidDefinition
 from orbit_store.weave.model import AdvanceReport, ControlResult
-from orbit_store.weave.spec import InvalidDefinition
 from orbit_store.weave.start import StartRequest
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["workflows"])

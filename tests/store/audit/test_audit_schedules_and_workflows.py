@@ -14,7 +14,7 @@ from orbit_store.schedules import declare
 from orbit_store.schedules.queries import get_schedule
 from orbit_store.weave import control
 from orbit_store.weave.definitions import get_definition, publish_audited
-from orbit_store.weave.spec import parse
+from orbit_store.weave.dsl.spec import parse
 
 from ..drivers.schedule_driver import ScheduleDriver
 from ..drivers.weave_driver import WeaveDriver

@@ -10,7 +10,7 @@ import pytest
 
 from orbit_store.errors import Conflict, IdempotencyConflict, InvalidInput, InvalidRequest, NotFound
 from orbit_store.weave.definitions import get_definition, publish_definition, retire_definition
-from orbit_store.weave.spec import InvalidDefinition, parse
+from orbit_store.weave.dsl.spec import InvalidDefinition, parse
 
 from ..drivers.weave_driver import WeaveDriver, task_step
 
