@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -96,10 +96,12 @@ def next_releases(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def database(empty_mariadb_url: str) -> Iterator[tuple[str, sa.Engine]]:
-    engine = create_store_engine(empty_mariadb_url)
-    migrate.upgrade(engine)
-    yield empty_mariadb_url, engine
+def database(migrated_database: Callable[[], str]) -> Iterator[tuple[str, sa.Engine]]:
+    """A database of the test's own at this code's head: a copy of the migrated template
+    (tests/migrated_databases.py), which the upgrades below then migrate for real."""
+    url = migrated_database()
+    engine = create_store_engine(url)
+    yield url, engine
     engine.dispose()
 
 
@@ -211,14 +213,12 @@ def test_a_server_accepts_a_newer_expand_only_schema_at_start_up(
         stop_server(started)
 
 
-def test_a_server_refuses_to_start_on_a_schema_older_than_its_code(empty_mariadb_url: str) -> None:
-    engine = create_store_engine(empty_mariadb_url)
-    try:
-        migrate.upgrade(engine)
-        migrate.downgrade(engine, "0002")
-    finally:
-        engine.dispose()
-    said = start_refused(empty_mariadb_url)
+def test_a_server_refuses_to_start_on_a_schema_older_than_its_code(
+    database: tuple[str, sa.Engine],
+) -> None:
+    url, engine = database
+    migrate.downgrade(engine, "0002")
+    said = start_refused(url)
     assert f"this code needs {HEAD}: run `orbit admin migrate`" in said
 
 
