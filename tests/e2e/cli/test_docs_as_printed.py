@@ -1,6 +1,7 @@
 """Every runnable block of the README, docs/ and examples/ typed into terminals against `orbit
 dev`, as printed (runnable_docs.py says what "runnable" means); and every command an example's
-docstring prints is one of them. The README quick start's outcomes are checked too."""
+docstring prints is one of them. The README quick starts' outcomes (the task's and the
+workflow's) are checked too: the README is typed once, here."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def _the_quick_start_did_what_it_says(session: Session) -> None:
     assert re.search(r"state:\s+SUCCEEDED", submitted), submitted
     assert re.search(r'result:\s+\{"x":1\}', submitted), submitted
     assert "shop.echo  SUCCEEDED" in session.output_of(".venv/bin/orbit task list")
+    # The workflow quick start: exit 0 of `workflow wait` is SUCCEEDED; its output is the
+    # approval's payload joined with what the steps returned.
+    ended = session.output_of(".venv/bin/orbit workflow wait")
+    assert re.search(r"state:\s+SUCCEEDED", ended), ended
+    output = r'output:\s+\{"approvedBy":"me","order":7,"tracking":"TRK-BOX-7"\}'
+    assert re.search(output, ended), ended
 
 
 def test_the_readme_and_the_examples_have_runnable_blocks() -> None:
