@@ -58,6 +58,33 @@ def due_instances(
     return [(ns, instance_id) for ns, instance_id in conn.execute(query)]
 
 
+def seconds_to_next_timer(conn: sa.Connection, *, namespace: str | None = None) -> float | None:
+    """Seconds from now (database time) to the earliest ``wake_at`` of a running, unpaused
+    instance that is not backing off, zero if one is due, None if there is none: the timer loop
+    wakes for it instead of finding it up to a poll interval late. An instance backing off is
+    left out (its retry is found by the next poll), so a failing firing never makes the loop
+    spin. Walks ``ix_workflow_instances_wake`` (state, wake_at) in order and reads one row."""
+    now = db_now(conn)
+    query = (
+        sa.select(workflow_instances.c.wake_at)
+        .where(
+            workflow_instances.c.state == InstanceState.RUNNING.value,
+            workflow_instances.c.wake_at.is_not(None),
+            workflow_instances.c.paused.is_(False),
+            sa.or_(
+                workflow_instances.c.timer_retry_at.is_(None),
+                workflow_instances.c.timer_retry_at <= now,
+            ),
+        )
+        .order_by(workflow_instances.c.wake_at)
+        .limit(1)
+    )
+    if namespace is not None:
+        query = query.where(workflow_instances.c.namespace == namespace)
+    earliest = conn.execute(query).scalar_one_or_none()
+    return None if earliest is None else max(0.0, (earliest - now).total_seconds())
+
+
 def wake_instance(
     conn: sa.Connection,
     *,
