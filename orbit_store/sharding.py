@@ -113,6 +113,11 @@ CROSS_NAMESPACE_READS: dict[str, CrossNamespaceRead] = {
         "due tasks in transactions of its own",
     ),
     "orbit_store.weave.timers:due_instances": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
+    "orbit_store.weave.timers:seconds_to_next_timer": CrossNamespaceRead(
+        ReadKind.SCATTER,
+        "the timer loop's wait: the earliest timer of every namespace (each shard's earliest, "
+        "then the least of them), read after a pass, never locking",
+    ),
     "orbit_store.weave.inbox:due_messages": CrossNamespaceRead(ReadKind.SCATTER, _FINDER),
     "orbit_store.delivery.push:push_secret_refs": CrossNamespaceRead(
         ReadKind.SCATTER,

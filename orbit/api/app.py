@@ -84,6 +84,20 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
         ctx.settings.webhook_secrets_dir,
         egress=EgressPolicy.parse(ctx.settings.webhook_allow),
     )
+    timer_loop = EngineLoop(
+        weave_timers.LOOP,
+        lambda: weave_timers.timers_pass(
+            ctx.engine,
+            ctx.metrics,
+            ctx.wakeups.notify,
+            ctx.settings.weave_workers,
+            max_payload_bytes=ctx.settings.max_payload_bytes,
+        ),
+        ctx.settings.timer_interval,
+        on_error,
+        next_wait=lambda report: report.next_due_in,  # wake for the next timer
+    )
+    ctx.wake_timers = timer_loop.wake  # timers set sooner by this process's starts and signals
     inbox_loop = EngineLoop(
         weave_inbox.LOOP,
         lambda: weave_inbox.inbox_pass(
@@ -92,6 +106,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             ctx.wakeups.notify,
             ctx.settings.weave_workers,
             max_payload_bytes=ctx.settings.max_payload_bytes,
+            wake_timers=timer_loop.wake,
         ),
         ctx.settings.inbox_interval,
         on_error,
@@ -118,18 +133,7 @@ def engine_loops(ctx: AppContext) -> list[EngineLoop]:
             next_wait=lambda report: report.next_due_in,  # wake for the next instant
         ),
         inbox_loop,
-        EngineLoop(
-            weave_timers.LOOP,
-            lambda: weave_timers.timers_pass(
-                ctx.engine,
-                ctx.metrics,
-                ctx.wakeups.notify,
-                ctx.settings.weave_workers,
-                max_payload_bytes=ctx.settings.max_payload_bytes,
-            ),
-            ctx.settings.timer_interval,
-            on_error,
-        ),
+        timer_loop,
         EngineLoop(
             promoter.LOOP,
             lambda: promoter.promoter_pass(ctx.engine, ctx.metrics),

@@ -36,6 +36,9 @@ class AppContext:
     #: Wakes this process's Weave inbox loop (a workflow may move on); a no-op in an HTTP
     #: process of `orbit server --workers N`, whose loops run in the supervising process.
     wake_weave: Callable[[], None] = lambda: None
+    #: Wakes this process's Weave timer loop (a workflow's next timer comes sooner than the
+    #: loop's wait); a no-op where wake_weave is.
+    wake_timers: Callable[[], None] = lambda: None
 
 
 async def app_context(request: Request) -> AppContext:

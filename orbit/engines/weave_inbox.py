@@ -25,6 +25,9 @@ MAX_BATCHES_PER_PASS = 20
 #: Wakeups.notify: (namespace, queue, handler) of a task that became READY.
 Notify = Callable[[str, str, str], None]
 
+#: EngineLoop.wake of this process's timer loop.
+Wake = Callable[[], None]
+
 
 def inbox_pass(
     engine: sa.Engine,
@@ -33,9 +36,11 @@ def inbox_pass(
     workers: int = 4,
     namespace: str | None = None,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    wake_timers: Wake | None = None,
 ) -> PassReport:
     """``notify(namespace, queue, handler)`` wakes a long-polling worker for each new READY
-    step task. ``namespace`` restricts the pass (tests and operations)."""
+    step task, ``wake_timers`` the timer loop when a workflow's next timer comes sooner.
+    ``namespace`` restricts the pass (tests and operations)."""
     total = PassReport()
     for _ in range(MAX_BATCHES_PER_PASS):
         report = consume_pass(
@@ -45,7 +50,7 @@ def inbox_pass(
             namespace=namespace,
             max_payload_bytes=max_payload_bytes,
         )
-        observe(report, LOOP, metrics, notify)
+        observe(report, LOOP, metrics, notify, wake_timers)
         total.reports += report.reports
         total.errors += report.errors
         if report.due < BATCH:
@@ -53,11 +58,20 @@ def inbox_pass(
     return total
 
 
-def observe(report: PassReport, loop: str, metrics: Metrics, notify: Notify) -> None:
-    """Count what a Weave pass did and wake one long-polling worker per step task it created
-    READY."""
+def observe(
+    report: PassReport,
+    loop: str,
+    metrics: Metrics,
+    notify: Notify,
+    wake_timers: Wake | None = None,
+) -> None:
+    """Count what a Weave pass did, wake one long-polling worker per step task it created
+    READY and, if given, the timer loop once when a workflow's next timer comes sooner (its
+    wait may end before the loop's)."""
     for advanced in report.reports:
         metrics.workflows.record(advanced)
         for queue, handler in advanced.ready_tasks:
             notify(advanced.namespace, queue, handler)
+    if wake_timers is not None and any(advanced.timer_sooner for advanced in report.reports):
+        wake_timers()
     metrics.count_item_errors(loop, report.errors)

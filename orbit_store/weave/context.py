@@ -174,6 +174,7 @@ class InstanceContext:
             values["updated_at"] = self.now
         if self.timers_changed or (inst.state.is_terminal and inst.wake_at is not None):
             values["wake_at"] = self._next_wake()
+            self.report.timer_sooner |= _sooner(values["wake_at"], inst.wake_at)
         if self.timers_fired and inst.timer_failures is not None:
             values.update(timer_failures=None, timer_retry_at=None, timer_error=None)
         if not values:
@@ -344,3 +345,8 @@ def context_of(
         actor=actor,
         max_payload_bytes=max_payload_bytes,
     )
+
+
+def _sooner(wake_at: dt.datetime | None, before: dt.datetime | None) -> bool:
+    """Whether the new earliest timer falls due before the one the row held."""
+    return wake_at is not None and (before is None or wake_at < before)

@@ -83,6 +83,9 @@ class AdvanceReport:
     outcome: str = ""
     #: The transaction left its follow-ups to the inbox consumer (wake it).
     deferred_advance: bool = False
+    #: The instance's next timer now falls due sooner (a new sleep, wait or poll round): wake
+    #: this process's timer loop, whose wait may have been set before it.
+    timer_sooner: bool = False
     #: Consuming an inbox row: seconds from its outcome being persisted to this consumption.
     orchestration_lag_seconds: float | None = None
 

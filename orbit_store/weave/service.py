@@ -109,6 +109,8 @@ class PassReport:
     errors: int = 0
     #: Items the pass found due (a full pass means more may be waiting).
     due: int = 0
+    #: A timer pass: seconds from its end to the next timer, if its caller read them.
+    next_due_in: float | None = None
 
 
 Item = TypeVar("Item")

@@ -59,6 +59,8 @@ def _record(ctx: AppContext, report: AdvanceReport) -> None:
     ctx.metrics.workflows.record(report)
     if report.deferred_advance:  # a signal or resume left the follow-ups to the inbox loop
         ctx.wake_weave()
+    if report.timer_sooner:  # a new sleep or wait may end before the timer loop's wait
+        ctx.wake_timers()
     for queue, handler in report.ready_tasks:  # new step tasks: wake a worker for each
         ctx.wakeups.notify(report.namespace, queue, handler)
 

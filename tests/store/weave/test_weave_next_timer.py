@@ -5,8 +5,10 @@ instance that is not backing off, in database time."""
 from __future__ import annotations
 
 import functools
+import uuid
 
-from orbit_store.weave import timers
+from orbit_store.weave import service, timers
+from orbit_store.weave.start import StartRequest
 
 from ..drivers.weave_driver import WeaveDriver, task_step
 
@@ -80,3 +82,26 @@ def test_an_instance_backing_off_is_left_out_until_its_retry(weave: WeaveDriver)
     assert next_timer(weave) is None, "a failing firing does not make the loop spin"
     weave.advance(RETRY_PAST)
     assert next_timer(weave) == 0, "due again at its retry time"
+
+
+def test_a_start_that_sets_a_timer_says_so_and_one_that_does_not_stays_quiet(
+    weave: WeaveDriver,
+) -> None:
+    """The report's ``timer_sooner`` is what wakes the server's timer loop."""
+    weave.publish("nap", sleep_then_work(30))
+    weave.publish("work", {"steps": [task_step("work")]})
+
+    _, napping = service.start(weave.engine, _request(weave, "nap"))
+    _, working = service.start(weave.engine, _request(weave, "work"))
+
+    assert napping.timer_sooner and not working.timer_sooner
+
+
+def _request(weave: WeaveDriver, definition: str) -> StartRequest:
+    return StartRequest(
+        namespace=weave.namespace,
+        definition=definition,
+        start_key=str(uuid.uuid4()),
+        input={},
+        started_by="tester",
+    )
