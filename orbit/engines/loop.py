@@ -4,8 +4,8 @@ Passes are safe to run in every server replica at once (all coordination is in M
 is logged and counted, and the loop carries on. :meth:`EngineLoop.wake` cuts the wait short when
 this process knows there is work (a workflow task's outcome landed): the interval is only the
 poll for what other replicas and processes wrote. A loop given ``next_wait`` also waits less when
-its pass knows when the next work falls due (the scheduler's next instant), so that work is
-picked up at its moment rather than up to an interval later.
+its pass knows when the next work falls due (the scheduler's next instant, the next Weave
+timer), so that work is picked up at its moment rather than up to an interval later.
 """
 
 from __future__ import annotations

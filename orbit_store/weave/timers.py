@@ -7,7 +7,8 @@ unpaused instances whose ``wake_at`` has passed (:func:`due_instances`) and fire
 (``timer_set``); :func:`wake_instance` fires an instance a set leaves alone: one transaction that
 fires what is due under the instance lock (conditional updates, so a timer fires once) and
 advances. A paused instance's timers fire on
-resume instead.
+resume instead. Between passes the loop sleeps until the next timer
+(:func:`seconds_to_next_timer`).
 
 A firing that fails (a quota refuses the next step's task) rolls back; :func:`record_failure`
 then backs that instance off alone — failures in a row, the error and the retry time on the
