@@ -2,7 +2,7 @@
 workflow's timers, a delivery, a gauge reader — is logged naming it, counted in
 ``orbit_engine_item_errors_total{loop}``, and never stops the others; a pass that fails as a
 whole is ``orbit_engine_errors_total{loop}``. (The scheduler's case is in
-schedules/test_schedule_loop.py.)
+tests/store/schedules/test_schedule_loop.py.)
 
 A defect we have not found yet is played by making the item's own transaction raise."""
 
