@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh, migrated MariaDB database per test session (real server, real
-connection), fresh empty databases for migration tests, and SQLite files for the dev backend.
+connection), migrated databases of a test's own on each backend (copies of a template), fresh
+empty databases for migration tests, and SQLite files for the dev backend.
 
 ORBIT_TEST_DATABASE_URL (a server URL such as ``mysql+pymysql://root@127.0.0.1:3306/``) points the
 tests at another MariaDB/MySQL server.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from migrated_databases import MigratedTemplate
+from migrated_databases import MigratedSqliteTemplate, MigratedTemplate
 from sqlalchemy.engine import make_url
 from stale_databases import drop_stale_databases, new_database_name, server_url
 
@@ -65,6 +66,33 @@ def migrated_database(migrated_template: MigratedTemplate) -> Iterator[Callable[
 
     yield make
     for url in made:
+        _drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> MigratedSqliteTemplate:
+    """One migrated SQLite file per test process, copied by :func:`any_migrated_url`; no test
+    writes to it."""
+    return MigratedSqliteTemplate(tmp_path_factory.mktemp("sqlite-template") / "orbit.db")
+
+
+@pytest.fixture(params=["mariadb", "sqlite"])
+def any_migrated_url(
+    request: pytest.FixtureRequest,
+    migrated_template: MigratedTemplate,
+    migrated_sqlite_template: MigratedSqliteTemplate,
+    tmp_path: Path,
+) -> Iterator[str]:
+    """A migrated database of this test's own on each backend Orbit supports (a copy of the
+    process's template: tests/schema/test_database_clones.py), dropped afterwards."""
+    if request.param == "sqlite":
+        yield migrated_sqlite_template.copy_to(tmp_path / "orbit.db")
+        return
+    url = _create_database()
+    try:
+        migrated_template.copy_into(url)
+        yield url
+    finally:
         _drop_database(url)
 
 

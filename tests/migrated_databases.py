@@ -7,9 +7,16 @@ template's tables, created from its own ``SHOW CREATE TABLE`` (keys, foreign key
 migrated), and its rows (the rows the migrations seed). ``tests/schema/test_database_clones.py``
 holds a copy equal to a migrated database; ``tests/schema/test_migrations.py`` still runs the
 migrations themselves.
+
+SQLite databases (``orbit dev``) are copied the same way: one migrated file per process, copied
+with SQLite's online backup, page for page.
 """
 
 from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -84,3 +91,23 @@ class MigratedTemplate:
                 conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
         finally:
             engine.dispose()
+
+
+class MigratedSqliteTemplate:
+    """One migrated SQLite file, never written after its migration, and copies of it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        engine = create_store_engine(f"sqlite:///{path}")
+        try:
+            migrate.upgrade(engine)
+        finally:
+            engine.dispose()
+
+    def copy_to(self, path: Path) -> str:
+        """A new migrated database file at ``path`` (which must not exist); its URL."""
+        if path.exists():
+            raise FileExistsError(path)
+        with closing(sqlite3.connect(self.path)) as source, closing(sqlite3.connect(path)) as copy:
+            source.backup(copy)
+        return f"sqlite:///{path}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from migrated_databases import MigratedSqliteTemplate
 
 from orbit.cli.exits import ExitCode
 
@@ -87,15 +88,16 @@ def test_flags_and_environment_win_over_the_context(
 
 
 def test_admin_commands_use_the_contexts_database_and_say_how_without_one(
-    orbit: Run, config: dict[str, str], tmp_path: Path
+    orbit: Run,
+    config: dict[str, str],
+    migrated_sqlite_template: MigratedSqliteTemplate,
+    tmp_path: Path,
 ) -> None:
     missing = orbit("admin", "verify", env=config)
     assert missing.returncode == ExitCode.USAGE
     assert "no database: pass --database-url or set ORBIT_DATABASE_URL" in missing.stderr
-    database = tmp_path / "dev.db"
-    migrated = orbit("admin", "migrate", "--database-url", f"sqlite:///{database}", env=config)
-    assert migrated.returncode == 0, migrated.stderr
-    orbit("context", "set", "local", "--database-url", f"sqlite:///{database}", env=config)
+    database = migrated_sqlite_template.copy_to(tmp_path / "dev.db")
+    orbit("context", "set", "local", "--database-url", database, env=config)
     verified = orbit("admin", "verify", env=config)
     assert verified.returncode == 0, verified.stderr
     assert '"clean": true' in verified.stdout

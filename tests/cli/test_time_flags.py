@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from migrated_databases import MigratedSqliteTemplate
 
 from orbit.cli.exits import ExitCode
 
@@ -15,10 +16,8 @@ from .conftest import Run
 
 
 @pytest.fixture
-def database(orbit: Run, tmp_path: Path) -> list[str]:
-    path = tmp_path / "orbit.db"
-    assert orbit("admin", "migrate", "--database-url", f"sqlite:///{path}").returncode == 0
-    return ["--database-url", f"sqlite:///{path}"]
+def database(migrated_sqlite_template: MigratedSqliteTemplate, tmp_path: Path) -> list[str]:
+    return ["--database-url", migrated_sqlite_template.copy_to(tmp_path / "orbit.db")]
 
 
 def commands(database: list[str]) -> dict[str, list[str]]:

@@ -10,13 +10,13 @@ import sqlalchemy as sa
 import yaml
 
 from orbit_store.db import create_store_engine
-from orbit_store.upgrade import migrate
 
 
 @pytest.fixture
-def store(any_empty_url: str) -> Iterator[sa.Engine]:
-    engine = create_store_engine(any_empty_url)
-    migrate.upgrade(engine)
+def store(any_migrated_url: str) -> Iterator[sa.Engine]:
+    """A migrated database of the test's own: `orbit apply --prune` and the audit log look at
+    a whole database."""
+    engine = create_store_engine(any_migrated_url)
     yield engine
     engine.dispose()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from locality.plugin import locality_watch, namespace_locality  # noqa: F401 (fixtures)
+from migrated_databases import MigratedSqliteTemplate
 
 from orbit_store.db import create_store_engine
 from orbit_store.recovery.verify import verify
@@ -49,7 +50,10 @@ def pulse(engine: sa.Engine) -> Iterator[PulseDriver]:
 
 @pytest.fixture(params=["mariadb", "sqlite"])
 def isolated_engine(
-    request: pytest.FixtureRequest, migrated_database: Callable[[], str], tmp_path: Path
+    request: pytest.FixtureRequest,
+    migrated_database: Callable[[], str],
+    migrated_sqlite_template: MigratedSqliteTemplate,
+    tmp_path: Path,
 ) -> Iterator[sa.Engine]:
     """A database of this test's own (for what affects a whole database: a restore fence)."""
     if request.param == "sqlite" and request.node.get_closest_marker("mariadb_only"):
@@ -57,8 +61,7 @@ def isolated_engine(
     if request.param == "mariadb":
         engine = create_store_engine(migrated_database())
     else:
-        engine = create_store_engine(f"sqlite:///{tmp_path / 'own.db'}")
-        migrate.upgrade(engine)
+        engine = create_store_engine(migrated_sqlite_template.copy_to(tmp_path / "own.db"))
     yield engine
     engine.dispose()
 
