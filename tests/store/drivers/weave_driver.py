@@ -130,13 +130,26 @@ class WeaveDriver(PulseDriver):
 
     def finish_task(self, task_id: str, outcome: Outcome, result: Any = None) -> None:
         """Claim, start and complete one particular task (it must be due)."""
-        for grant in self.claim(limit=100):
-            if grant.task_id == task_id:
-                assert self.start(grant).started
-                self.complete(grant, outcome, result=result)
-            else:
-                self.complete(grant, Outcome.RELEASED)
-        assert self.state(task_id) != TaskState.WAITING.value, "the task was not claimable"
+        self.finish_tasks([task_id], outcome, result)
+
+    def finish_tasks(self, task_ids: list[str], outcome: Outcome, result: Any = None) -> None:
+        """Claim, start and complete each of these tasks (they must be due), each in its own
+        transactions; any other task claimed on the way is handed back. One claim serves many:
+        finishing N tasks one call at a time would hand back the others N times."""
+        wanted = set(task_ids)
+        while wanted:
+            finished = 0
+            for grant in self.claim(limit=100):
+                if grant.task_id in wanted:
+                    assert self.start(grant).started
+                    self.complete(grant, outcome, result=result)
+                    wanted.discard(grant.task_id)
+                    finished += 1
+                else:
+                    self.complete(grant, Outcome.RELEASED)
+            assert finished, f"not claimable: {sorted(wanted)}"
+        for task_id in task_ids:
+            assert self.state(task_id) != TaskState.WAITING.value, "the task was not claimable"
 
     # --- reading ----------------------------------------------------------------------------
     def _rows(self, query: sa.Select[Any]) -> list[sa.Row[Any]]:
