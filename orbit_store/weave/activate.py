@@ -76,19 +76,21 @@ def _insert_wait(
     deadline: dt.datetime | None,
 ) -> str:
     wait_id = new_id()
-    ctx.conn.execute(
-        workflow_waits.insert().values(
-            id=wait_id,
-            activation_id=activation_id,
-            instance_id=ctx.instance.id,
-            namespace=ctx.namespace,
-            kind=kind,
-            signal_name=signal_name,
-            deadline_at=deadline,
-            state=WaitState.WAITING.value,
-            created_at=ctx.now,
-        )
+    row = dict(
+        id=wait_id,
+        activation_id=activation_id,
+        instance_id=ctx.instance.id,
+        namespace=ctx.namespace,
+        kind=kind,
+        signal_name=signal_name,
+        deadline_at=deadline,
+        state=WaitState.WAITING.value,
+        created_at=ctx.now,
     )
+    if ctx.writes is not None:  # inserted with the set's others (``set_writes``)
+        ctx.writes.wait_rows[wait_id] = row
+    else:
+        ctx.conn.execute(workflow_waits.insert().values(**row))
     if deadline is not None:
         ctx.timers_changed = True
     return wait_id

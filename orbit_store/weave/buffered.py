@@ -1,12 +1,13 @@
 """What one instance of a set pass writes, held back so the set writes every instance's rows
-together (``set_writes``): step and activation moves, new activations, the instance row, its
-history events, the step tasks to submit and the waits a timer set fires.
+together (``set_writes``): step and activation moves, new activations and the signal waits and
+sleeps they open, the instance row, its history events, the step tasks to submit and the waits a
+timer set fires.
 
 While an instance is decided in a set its context reads through :class:`ReadOnlyConnection`:
-reads go to the database, and any write the set path does not hold back (a cancel, a wait, a
-poll round, a continuation) raises :class:`NeedsSinglePath` instead — nothing of the instance
-has been written, so the set drops what it held for it and the instance is advanced alone, in
-its own transaction, as before. :func:`set_writes.decide_held` and ``release`` are the one
+reads go to the database, and any write the set path does not hold back (a cancel, a consumed
+signal, a poll round, a continuation) raises :class:`NeedsSinglePath` instead — nothing of the
+instance has been written, so the set drops what it held for it and the instance is advanced
+alone, in its own transaction, as before. :func:`set_writes.decide_held` and ``release`` are the one
 way a caller holds an instance's writes back and hands its connection back.
 """
 
@@ -54,6 +55,8 @@ class InstanceWrites:
     steps: dict[str, Update] = field(default_factory=dict)
     activation_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     activations: dict[str, Update] = field(default_factory=dict)
+    #: New waits (signal waits and sleeps opened in this set), inserted as they end up.
+    wait_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     waits: dict[str, Update] = field(default_factory=dict)
     instance: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -70,7 +73,11 @@ class InstanceWrites:
             _merge(self.activations, activation_id, expected, values)
 
     def move_wait(self, wait_id: str, expected: str, values: dict[str, Any]) -> None:
-        _merge(self.waits, wait_id, expected, values)
+        inserted = self.wait_rows.get(wait_id)
+        if inserted is not None:  # opened in this set: it is inserted as it ends up
+            inserted.update(values)
+        else:
+            _merge(self.waits, wait_id, expected, values)
 
 
 def _merge(updates: dict[str, Update], key: str, expected: str, values: dict[str, Any]) -> None:

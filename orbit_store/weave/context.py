@@ -207,7 +207,7 @@ class InstanceContext:
         if self.instance.state.is_terminal:
             return None
         if self.timers is not None and self.writes is not None:
-            return _held_next_wake(self.timers, self.writes)
+            return _earliest(_held_next_wake(self.timers, self.writes), _opened(self.writes))
         wait_due = self.conn.execute(
             sa.select(sa.func.min(workflow_waits.c.deadline_at)).where(
                 workflow_waits.c.instance_id == self.instance.id,
@@ -220,8 +220,24 @@ class InstanceContext:
                 workflow_activations.c.state == "ACTIVE",
             )
         ).scalar_one()
-        due = [_as_datetime(v) for v in (wait_due, poll_due) if v is not None]
-        return min(due) if due else None
+        opened = _opened(self.writes) if self.writes is not None else None
+        return _earliest(wait_due, poll_due, opened)
+
+
+def _opened(writes: InstanceWrites) -> dt.datetime | None:
+    """The earliest deadline of the waits and sleeps opened in this set that still wait: held
+    back, they are not in the database yet, yet they count in the next wake-up."""
+    due = [
+        row["deadline_at"]
+        for row in writes.wait_rows.values()
+        if row["state"] == WaitState.WAITING.value and row["deadline_at"] is not None
+    ]
+    return min(due) if due else None
+
+
+def _earliest(*due: dt.datetime | str | None) -> dt.datetime | None:
+    found = [_as_datetime(v) for v in due if v is not None]
+    return min(found) if found else None
 
 
 def _held_next_wake(timers: Timers, writes: InstanceWrites) -> dt.datetime | None:

@@ -59,7 +59,10 @@ def _fire_waits(ctx: InstanceContext) -> None:
 
 def _due_waits(ctx: InstanceContext) -> list[tuple[str, str, str]]:
     """(wait id, kind, step name) of the WAITING waits whose deadline passed, earliest first
-    (from the set's read in a timer set, leaving out a wait this decision already moved)."""
+    (from the set's read in a timer set, leaving out a wait this decision already moved). A
+    wait opened in this set that is already due ends alone: it is not in either read."""
+    if ctx.writes is not None and _opened_due(ctx):
+        raise NeedsSinglePath("a wait opened in this set is already due")
     if ctx.timers is None:
         return [
             (row.id, row.kind, row.step_name)
@@ -82,6 +85,16 @@ def _due_waits(ctx: InstanceContext) -> list[tuple[str, str, str]]:
     moved = ctx.writes.waits if ctx.writes is not None else {}
     due = [w for w in ctx.timers.waits if w.deadline_at <= ctx.now and w.id not in moved]
     return [(w.id, w.kind, w.step_name) for w in sorted(due, key=lambda w: w.deadline_at)]
+
+
+def _opened_due(ctx: InstanceContext) -> bool:
+    assert ctx.writes is not None
+    return any(
+        row["state"] == WaitState.WAITING.value
+        and row["deadline_at"] is not None
+        and row["deadline_at"] <= ctx.now
+        for row in ctx.writes.wait_rows.values()
+    )
 
 
 def _end_wait(ctx: InstanceContext, wait_id: str, step_name: str, to: WaitState) -> None:

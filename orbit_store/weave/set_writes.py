@@ -5,7 +5,8 @@ whatever the set's size (seed §5 "内部事件消费", invariants 6 and 9):
    multi-row INSERT per table per chunk; idempotency keys from the activations as on the single
    path, invariant 6) — an item Pulse refuses (a quota, a queue) raises :class:`SetRefused`
    naming its instance, and the caller decides the set again without it;
-2. one multi-row INSERT of the new activations (with their tasks' ids) and one of the events;
+2. one multi-row INSERT each of the new activations (with their tasks' ids), of the signal
+   waits and sleeps they open, and of the events;
 3. one UPDATE each for the steps, the activations, the waits (a timer fires once) and the
    instances: every row's new values by ``CASE id``, guarded by the (id, state) — for an
    instance (id, state_version, event_seq) — it was read in under the instance lock, with the
@@ -112,6 +113,9 @@ def write_set(
     activations = [row for _, w in held for row in w.activation_rows.values()]
     if activations:
         conn.execute(workflow_activations.insert(), _same_keys(activations))
+    new_waits = [row for _, w in held for row in w.wait_rows.values()]
+    if new_waits:
+        conn.execute(workflow_waits.insert(), _same_keys(new_waits))
     events = [row for _, w in held for row in w.events]
     if events:
         conn.execute(workflow_events.insert(), _same_keys(events))

@@ -121,7 +121,7 @@ def open_activation(ctx: InstanceContext, step: Step, activation_id: str, **valu
         **values,
     )
     if ctx.writes is not None:
-        if step.kind != "task":  # its wait, sleep or poll round is written alone
+        if step.kind == "poll":  # its round is written alone
             raise NeedsSinglePath(f"step {step.name} is a {step.kind}")
         ctx.writes.activation_rows[activation_id] = row
     else:

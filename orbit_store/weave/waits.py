@@ -43,6 +43,8 @@ def match_waits(ctx: InstanceContext, only_name: str | None = None) -> str | Non
 
 def take_pending(ctx: InstanceContext, step: Step, wait_id: str, name: str) -> bool:
     """Consume the oldest pending signal named ``name`` for this wait, if there is one."""
+    if ctx.writes is not None and ctx.writes.pending_signals == 0:
+        return False  # none under the instance lock (counted by the set pass): nothing to take
     signal = ctx.conn.execute(
         sa.select(workflow_signals)
         .where(

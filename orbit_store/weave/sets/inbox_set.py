@@ -14,11 +14,11 @@ In a constant number of statements, whatever the set's size:
 4. everything written at once (``set_writes``).
 
 An instance that needs what the set path does not hold back — paused (invariant 12: its
-continuation row), a cancel, a wait, a poll round, a retry, signals to expire — or whose
-decision raises is left out, nothing of it written, and returned in ``alone``: the caller
-consumes its rows one per transaction (``inbox.consume``), where a failure is recorded on the
-row and backed off for that instance only. Pulse refusing a step task (a quota) raises
-``SetRefused``: the caller decides the set again without that instance.
+continuation row), a cancel, a pending signal a new wait would consume, a poll round, a retry,
+signals to expire — or whose decision raises is left out, nothing of it written, and returned
+in ``alone``: the caller consumes its rows one per transaction (``inbox.consume``), where a
+failure is recorded on the row and backed off for that instance only. Pulse refusing a step
+task (a quota) raises ``SetRefused``: the caller decides the set again without that instance.
 """
 
 from __future__ import annotations

@@ -11,13 +11,14 @@ In a constant number of statements, whatever the set's size:
    due); their PENDING signals (counted) — one read each;
 3. each instance fired and advanced in Python as :func:`timers.wake_instance` would, with every
    write held back (``buffered``): a sleep that is over succeeds, a signal wait that timed out
-   follows its ``onTimeout``, and the next steps' tasks are created;
+   follows its ``onTimeout``, and the next steps' tasks, signal waits and sleeps are created —
+   a new wait's deadline counting in the instance's next wake-up;
 4. everything written at once (``set_writes``): a wait ends by one guarded UPDATE for the set,
    its affected rows checked, so a timer fires once.
 
 An instance another transaction holds, or one whose move the set does not hold back — a poll
-round, a wait or sleep step to open, a cancel — or whose decision raises, is left out, nothing
-of it written, and returned in ``alone``: the caller wakes it in its own transaction
+round, a pending signal a new wait would consume, a cancel — or whose decision raises, is left
+out, nothing of it written, and returned in ``alone``: the caller wakes it in its own transaction
 (``timers.wake_instance``), whose failure backs that instance off alone. Pulse refusing a step
 task (a quota) raises ``SetRefused``: the caller fires the set again without that instance.
 """

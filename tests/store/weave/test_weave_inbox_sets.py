@@ -13,8 +13,10 @@ import sqlalchemy as sa
 from orbit_store.pulse.limits.quota_declarations import QuotaSpec, put_quota
 from orbit_store.pulse.model import Outcome
 from orbit_store.schema import submission_keys, workflow_inbox
+from orbit_store.weave import inbox
 from orbit_store.weave.sets import inbox_set
 
+from ..drivers.opened_waits import end_state
 from ..drivers.sent_statements import sent_statements
 from ..drivers.weave_driver import WeaveDriver, task_step
 
@@ -60,6 +62,57 @@ def test_a_set_costs_the_same_statements_for_1_8_and_64_instances(weave: WeaveDr
         assert all(m.state == "CONSUMED" for wf in ids for m in weave.inbox(wf))
         counts[size] = len(sent)
     assert counts == dict.fromkeys(SIZES, SET_STATEMENTS), counts
+
+
+@pytest.mark.parametrize(
+    "second",
+    [{"sleep": {"seconds": 30}}, {"wait": {"signal": "go", "timeoutSeconds": 60}}],
+    ids=["sleep", "signal_wait"],
+)
+def test_a_wait_opened_in_an_inbox_set_ends_as_on_the_single_path_inv9(
+    weave: WeaveDriver, second: dict[str, object]
+) -> None:
+    """A task whose next step is a sleep or a signal wait: the set opens it — activation,
+    wait row, history, the instance's next wake-up — as consuming the outcome alone does."""
+    weave.publish(
+        "opens",
+        {"steps": [task_step("first"), {"name": "second", **second, "dependsOn": ["first"]}]},
+    )
+    in_set, alone = weave.start_workflow("opens"), weave.start_workflow("opens")
+    _finish_first(weave, in_set)
+    _finish_first(weave, alone)
+    outcome = _consume_set(weave, [in_set])
+    assert (outcome.alone, outcome.consumed) == ([], 1)
+    (message,) = weave.inbox(alone)
+    weave.tx(
+        functools.partial(
+            inbox.consume, namespace=weave.namespace, instance_id=alone, inbox_id=message.id
+        )
+    )
+    held = end_state(weave, in_set)
+    assert held == end_state(weave, alone)
+    assert held["steps"] == {"first": "SUCCEEDED", "second": "ACTIVE"}
+    assert held["wake_at_is_earliest_wait"] and held["waits"][0][3] == "WAITING"
+
+
+def test_a_signal_sent_before_its_wait_opens_is_taken_alone_inv10(weave: WeaveDriver) -> None:
+    """A pending signal under the instance lock: the wait opening in the set would consume
+    it, which the set does not hold back; the instance is consumed alone, the signal once."""
+    spec = {
+        "steps": [
+            task_step("first"),
+            {"name": "second", "wait": {"signal": "go"}, "dependsOn": ["first"]},
+        ]
+    }
+    weave.publish("opens", spec)
+    wf = weave.start_workflow("opens")
+    weave.signal(wf, "go", {"ok": True})
+    _finish_first(weave, wf)
+    assert _consume_set(weave, [wf]).alone == [wf]
+    weave.consume()
+    assert weave.step_states(wf) == {"first": "SUCCEEDED", "second": "SUCCEEDED"}
+    assert [s.state for s in weave.signals(wf)] == ["CONSUMED"]
+    assert weave.history(wf).count("signal.consumed:second") == 1
 
 
 def test_each_instance_in_a_set_moves_as_alone_with_its_task_and_history(

@@ -16,10 +16,11 @@ import sqlalchemy as sa
 from orbit_store.clock import CLOCK_SKEW_OPTION
 from orbit_store.db import create_store_engine
 from orbit_store.schema import workflow_steps, workflow_waits
-from orbit_store.weave import service
+from orbit_store.weave import service, timers
 from orbit_store.weave.set_writes import SetOutcome
 from orbit_store.weave.sets import timer_set
 
+from ..drivers.opened_waits import end_state
 from ..drivers.sent_statements import sent_statements
 from ..drivers.weave_driver import WeaveDriver, task_step
 
@@ -29,6 +30,8 @@ SIZES = (1, 8, 64)
 #: poll activations and signals read; the submission (queue scope, gates, three INSERTs); the
 #: activations and events inserted; steps, activations, waits and instances updated.
 SET_STATEMENTS = 16
+#: A set whose next steps are sleeps: as above with no submission, the new waits inserted.
+OPENING_STATEMENTS = 12
 
 
 def nap_then_work(seconds: float = 5) -> dict[str, object]:
@@ -189,20 +192,67 @@ def test_a_poisoned_instance_is_taken_alone_and_the_others_fire(weave: WeaveDriv
     assert weave.instance(bad).timer_error is None
 
 
-def test_an_instance_whose_next_step_is_a_sleep_is_woken_alone(weave: WeaveDriver) -> None:
-    """Opening a sleep is not held back by the set: the pass wakes that instance alone."""
-    spec = {
+def nap_then_open(second: dict[str, object]) -> dict[str, object]:
+    """A sleep whose next step is ``second`` (a sleep or a signal wait named ``second``)."""
+    return {
         "steps": [
             {"name": "first", "sleep": {"seconds": 5}},
-            {"name": "second", "sleep": {"seconds": 5}, "dependsOn": ["first"]},
+            {"name": "second", **second, "dependsOn": ["first"]},
         ]
     }
-    weave.publish("naps", spec)
-    wf = weave.start_workflow("naps")
+
+
+SECOND_SLEEP = {"sleep": {"seconds": 5}}
+SECOND_WAIT = {"wait": {"signal": "go", "timeoutSeconds": 60, "onTimeout": "fail"}}
+
+
+@pytest.mark.mariadb_only
+def test_a_timer_set_opening_sleeps_costs_the_same_statements_for_1_8_and_64_instances(
+    weave: WeaveDriver,
+) -> None:
+    """The new sleeps' activations and wait rows are inserted for the set at once."""
+    weave.publish("naps", nap_then_open(SECOND_SLEEP))
+    counts = {}
+    for size in SIZES:
+        ids = [weave.start_workflow("naps") for _ in range(size)]
+        weave.advance(6)
+        with sent_statements(weave.base_engine) as sent:
+            outcome = fire_set(weave, ids)
+        assert (len(outcome.reports), outcome.alone) == (size, [])
+        assert all(
+            weave.step_states(wf) == {"first": "SUCCEEDED", "second": "ACTIVE"} for wf in ids
+        )
+        counts[size] = len(sent)
+    assert counts == dict.fromkeys(SIZES, OPENING_STATEMENTS), counts
+
+
+@pytest.mark.parametrize("second", [SECOND_SLEEP, SECOND_WAIT], ids=["sleep", "signal_wait"])
+def test_a_wait_opened_in_a_timer_set_ends_as_on_the_single_path_inv9(
+    weave: WeaveDriver, second: dict[str, object]
+) -> None:
+    """Its activation and wait row, its history and its next wake-up (the new deadline) are
+    what waking it alone gives; and the new wait then serves as one opened alone."""
+    weave.publish("naps", nap_then_open(second))
+    in_set, alone = weave.start_workflow("naps"), weave.start_workflow("naps")
     weave.advance(6)
-    assert fire_set(weave, [wf]).alone == [wf]
-    assert len(weave.wake().reports) == 1
-    assert weave.step_states(wf) == {"first": "SUCCEEDED", "second": "ACTIVE"}
+    assert fire_set(weave, [in_set]).alone == []
+    weave.tx(functools.partial(timers.wake_instance, namespace=weave.namespace, instance_id=alone))
+    held = end_state(weave, in_set)
+    assert held == end_state(weave, alone)
+    assert held["wake_at_is_earliest_wait"] and held["waits"][-1][3:] == (
+        "WAITING",
+        5.0 if second is SECOND_SLEEP else 60.0,
+        True,
+    )
+    if second is SECOND_WAIT:
+        weave.signal(in_set, "go")
+        weave.signal(alone, "go")
+        weave.consume()
+    else:
+        weave.advance(6)
+        assert len(weave.wake().reports) == 2
+    assert end_state(weave, in_set) == end_state(weave, alone)
+    assert weave.instance(in_set).state == "SUCCEEDED"
 
 
 def _pass_at(url: str, namespace: str, skew: float, at: float) -> None:
