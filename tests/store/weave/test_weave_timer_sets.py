@@ -290,6 +290,38 @@ def test_a_sleep_fires_once_when_passes_run_at_the_same_time(
         assert _wait_states(weave, wf) == ["SATISFIED"]
 
 
+@pytest.mark.mariadb_only
+def test_a_sleep_opens_once_when_passes_run_at_the_same_time(
+    weave: WeaveDriver, mariadb_url: str
+) -> None:
+    """Four processes run a timer pass over the same instances whose next step is a sleep:
+    each first sleep ends once and the second opens once — one activation, one wait — and
+    the instance's next wake-up is that wait's deadline."""
+    weave.publish("naps", nap_then_open(SECOND_SLEEP))
+    ids = [weave.start_workflow("naps") for _ in range(40)]
+    weave.advance(6)
+    ctx = multiprocessing.get_context("spawn")
+    at = time.time() + 3
+    processes = [
+        ctx.Process(target=_pass_at, args=(mariadb_url, weave.namespace, weave.skew, at))
+        for _ in range(4)
+    ]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(120)
+        assert p.exitcode == 0
+    for wf in ids:
+        state = end_state(weave, wf)
+        assert state["steps"] == {"first": "SUCCEEDED", "second": "ACTIVE"}
+        assert state["history"].count("step.activated:second") == 1
+        assert [w[:4] for w in state["waits"]] == [
+            ("first", "sleep", None, "SATISFIED"),
+            ("second", "sleep", None, "WAITING"),
+        ]
+        assert state["wake_at_is_earliest_wait"]
+
+
 def _wait_states(weave: WeaveDriver, wf: str) -> list[str]:
     query = sa.select(workflow_waits.c.state).where(workflow_waits.c.instance_id == wf)
     return list(weave.tx(lambda conn: conn.execute(query).scalars().all()))
