@@ -370,10 +370,14 @@ def test_every_page_is_labelled_and_readable_in_light_and_dark_and_on_a_phone(
         assert page.evaluate(READABLE) == [], name
 
     # Live by polling while visible; a hidden tab asks the server nothing (bench/console/).
+    # The page's clock is Playwright's, moved on by hand: poll periods pass without waiting.
     asked: list[str] = []
     page.on("request", lambda request: asked.append(request.url))
+    page.clock.install()
     page.goto(f"{tenant.server.url}/ui/ns/{tenant.namespace}/tasks")
-    page.wait_for_timeout(6_000)  # the tasks page polls every 5 s
+    expect(page.locator(".freshness")).to_contain_text("Updated")  # the first round is done
+    with page.expect_request(lambda request: "/v1/" in request.url):
+        page.clock.run_for(6_000)  # the tasks page polls every 5 s
     assert sum("/v1/" in url for url in asked) >= 2
     page.evaluate(
         """() => {
@@ -382,8 +386,16 @@ def test_every_page_is_labelled_and_readable_in_light_and_dark_and_on_a_phone(
         }"""
     )
     asked.clear()
-    page.wait_for_timeout(6_000)
+    page.clock.run_for(60_000)  # a dozen poll periods while hidden
+    page.evaluate("() => document.hidden")  # a round trip: requests made by now are reported
     assert asked == []
+    with page.expect_request(lambda request: "/v1/" in request.url):  # shown again: it catches up
+        page.evaluate(
+            """() => {
+                Object.defineProperty(document, "hidden", {value: false, configurable: true});
+                document.dispatchEvent(new Event("visibilitychange"));
+            }"""
+        )
 
     phone = page_for(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True)
     sign_in(phone, tenant.server, tenant.token)
