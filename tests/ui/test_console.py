@@ -103,8 +103,12 @@ def test_a_stuck_task_is_found_reviewed_and_retried_from_the_console_inv7_inv8(
     worker.kill()  # lost in the middle of an unsafe charge: did it charge? Nobody knows
     worker.wait(10)
     page = page_for()
+    page.clock.install()  # the overview polls every 10 s: its next round is brought forward
     sign_in(page, tenant.server, tenant.token)
 
+    with tenant.api as api:  # the reaper holds the lapsed unsafe task in real time
+        wait_until(lambda: api.get(f"/tasks/{task['id']}").json()["state"] == "NEEDS_REVIEW")
+    page.clock.run_for(10_000)
     waiting = page.locator(".alert", has_text="tasks waiting for review")
     expect(waiting.locator("strong")).to_have_text("1", timeout=LIVE)
     expect(page.locator(".alert", has_text="leases lapsed").locator("strong")).to_have_text("1")
