@@ -360,6 +360,10 @@ def test_every_page_is_labelled_and_readable_in_light_and_dark_and_on_a_phone(
     tenant.start_worker()
     with tenant.api as api:
         api.post("/tasks", json={"handler": "ui.echo"}).raise_for_status()
+        # The workers page polls every 10 s: it is opened once the worker has signed in.
+        wait_until(
+            lambda: any(s["state"] == "ACTIVE" for s in api.get("/worker-sessions").json()["items"])
+        )
     page = page_for()
     sign_in(page, tenant.server, tenant.token)
     page.get_by_role("link", name="Workers").click()
