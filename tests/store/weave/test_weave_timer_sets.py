@@ -262,6 +262,21 @@ def _pass_at(url: str, namespace: str, skew: float, at: float) -> None:
     engine.dispose()
 
 
+def _passes_at_once(weave: WeaveDriver, mariadb_url: str, processes: int = 4) -> None:
+    """``processes`` spawned processes run one timer pass each, all at the same instant."""
+    ctx = multiprocessing.get_context("spawn")
+    at = time.time() + 3
+    running = [
+        ctx.Process(target=_pass_at, args=(mariadb_url, weave.namespace, weave.skew, at))
+        for _ in range(processes)
+    ]
+    for p in running:
+        p.start()
+    for p in running:
+        p.join(120)
+        assert p.exitcode == 0
+
+
 @pytest.mark.mariadb_only
 def test_a_sleep_fires_once_when_passes_run_at_the_same_time(
     weave: WeaveDriver, mariadb_url: str
@@ -271,17 +286,7 @@ def test_a_sleep_fires_once_when_passes_run_at_the_same_time(
     task."""
     weave.publish("nap", nap_then_work())
     ids = napping(weave, 40)
-    ctx = multiprocessing.get_context("spawn")
-    at = time.time() + 3
-    processes = [
-        ctx.Process(target=_pass_at, args=(mariadb_url, weave.namespace, weave.skew, at))
-        for _ in range(4)
-    ]
-    for p in processes:
-        p.start()
-    for p in processes:
-        p.join(120)
-        assert p.exitcode == 0
+    _passes_at_once(weave, mariadb_url)
     for wf in ids:
         assert weave.step_states(wf) == {"nap": "SUCCEEDED", "work": "ACTIVE"}
         assert weave.history(wf).count("step.succeeded:nap") == 1
@@ -300,17 +305,7 @@ def test_a_sleep_opens_once_when_passes_run_at_the_same_time(
     weave.publish("naps", nap_then_open(SECOND_SLEEP))
     ids = [weave.start_workflow("naps") for _ in range(40)]
     weave.advance(6)
-    ctx = multiprocessing.get_context("spawn")
-    at = time.time() + 3
-    processes = [
-        ctx.Process(target=_pass_at, args=(mariadb_url, weave.namespace, weave.skew, at))
-        for _ in range(4)
-    ]
-    for p in processes:
-        p.start()
-    for p in processes:
-        p.join(120)
-        assert p.exitcode == 0
+    _passes_at_once(weave, mariadb_url)
     for wf in ids:
         state = end_state(weave, wf)
         assert state["steps"] == {"first": "SUCCEEDED", "second": "ACTIVE"}
