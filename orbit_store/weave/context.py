@@ -230,9 +230,9 @@ def _opened(writes: InstanceWrites) -> dt.datetime | None:
     due = [
         row["deadline_at"]
         for row in writes.wait_rows.values()
-        if row["state"] == WaitState.WAITING.value and row["deadline_at"] is not None
+        if row["state"] == WaitState.WAITING.value
     ]
-    return min(due) if due else None
+    return _earliest(*due)
 
 
 def _earliest(*due: dt.datetime | str | None) -> dt.datetime | None:
@@ -249,8 +249,7 @@ def _held_next_wake(timers: Timers, writes: InstanceWrites) -> dt.datetime | Non
         values = moved.values if moved is not None else {}
         if values.get("state", StepState.ACTIVE.value) == StepState.ACTIVE.value:
             due.append(values.get("next_poll_at", poll.next_poll_at))
-    found = [_as_datetime(v) for v in due if v is not None]
-    return min(found) if found else None
+    return _earliest(*due)
 
 
 def _as_datetime(value: dt.datetime | str) -> dt.datetime:
