@@ -16,6 +16,14 @@ from orbit_store.pulse import model as pulse_model
 #: Outcome reports per request (POST /v1/attempts:complete, or riding a lease request).
 MAX_REPORTS = 100
 
+#: A lease's time left, as every response that renews or grants one carries it.
+LEASE_REMAINING = Field(
+    None,
+    description="Seconds from the server's now to lease_expires_at. Workers measure it from "
+    "the moment they sent the request, on their own monotonic clock: past it, the attempt "
+    "must assume it lost the lease.",
+)
+
 
 class SessionCreate(Strict):
     namespace: str = Field(..., pattern=NAME_PATTERN, max_length=63)
@@ -93,12 +101,7 @@ class Lease(Out):
     safety: Safety
     state_version: int
     deadline_at: dt.datetime | None
-    lease_remaining_seconds: float | None = Field(
-        None,
-        description="Seconds from the server's now to lease_expires_at. Workers measure it from "
-        "the moment they sent the request, on their own monotonic clock: past it, the attempt "
-        "must assume it lost the lease.",
-    )
+    lease_remaining_seconds: float | None = LEASE_REMAINING
     started: bool = Field(
         False,
         description="Started with the lease (its handler was in start_handlers): the attempt is "
@@ -139,12 +142,7 @@ class StartResponse(Out):
     started: bool
     already_started: bool
     lease_expires_at: dt.datetime | None
-    lease_remaining_seconds: float | None = Field(
-        None,
-        description="Seconds from the server's now to lease_expires_at. Workers measure it from "
-        "the moment they sent the request, on their own monotonic clock: past it, the attempt "
-        "must assume it lost the lease.",
-    )
+    lease_remaining_seconds: float | None = LEASE_REMAINING
 
 
 class ProgressIn(Strict):
@@ -171,12 +169,7 @@ class HeartbeatRequest(Strict):
 
 @mirrors(pulse_model.RenewResult, types={"status": Literal["extended", "cancel_requested", "lost"]})
 class HeartbeatResult(Out):
-    lease_remaining_seconds: float | None = Field(
-        None,
-        description="Seconds from the server's now to lease_expires_at. Workers measure it from "
-        "the moment they sent the request, on their own monotonic clock: past it, the attempt "
-        "must assume it lost the lease.",
-    )
+    lease_remaining_seconds: float | None = LEASE_REMAINING
     progress_refused: str | None = Field(
         None, description="Why the item's progress was not kept (the lease was renewed)."
     )
