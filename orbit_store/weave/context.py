@@ -207,7 +207,9 @@ class InstanceContext:
         if self.instance.state.is_terminal:
             return None
         if self.timers is not None and self.writes is not None:
-            return _earliest(_held_next_wake(self.timers, self.writes), _opened(self.writes))
+            return _earliest(
+                _held_next_wake(self.timers, self.writes), opened_deadline(self.writes)
+            )
         wait_due = self.conn.execute(
             sa.select(sa.func.min(workflow_waits.c.deadline_at)).where(
                 workflow_waits.c.instance_id == self.instance.id,
@@ -220,11 +222,11 @@ class InstanceContext:
                 workflow_activations.c.state == "ACTIVE",
             )
         ).scalar_one()
-        opened = _opened(self.writes) if self.writes is not None else None
+        opened = opened_deadline(self.writes) if self.writes is not None else None
         return _earliest(wait_due, poll_due, opened)
 
 
-def _opened(writes: InstanceWrites) -> dt.datetime | None:
+def opened_deadline(writes: InstanceWrites) -> dt.datetime | None:
     """The earliest deadline of the waits and sleeps opened in this set that still wait: held
     back, they are not in the database yet, yet they count in the next wake-up."""
     due = [

@@ -18,7 +18,7 @@ from orbit_store.schema import workflow_activations, workflow_waits
 
 from .activate import start_round
 from .buffered import NeedsSinglePath
-from .context import InstanceContext, LostRace
+from .context import InstanceContext, LostRace, opened_deadline
 from .model import StepState, WaitState
 from .transitions import move_step
 
@@ -89,12 +89,8 @@ def _due_waits(ctx: InstanceContext) -> list[tuple[str, str, str]]:
 
 def _opened_due(ctx: InstanceContext) -> bool:
     assert ctx.writes is not None
-    return any(
-        row["state"] == WaitState.WAITING.value
-        and row["deadline_at"] is not None
-        and row["deadline_at"] <= ctx.now
-        for row in ctx.writes.wait_rows.values()
-    )
+    deadline = opened_deadline(ctx.writes)
+    return deadline is not None and deadline <= ctx.now
 
 
 def _end_wait(ctx: InstanceContext, wait_id: str, step_name: str, to: WaitState) -> None:
