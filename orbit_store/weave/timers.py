@@ -6,9 +6,8 @@ Every timer is persisted state — a wait's ``deadline_at``, a poll activation's
 unpaused instances whose ``wake_at`` has passed (:func:`due_instances`) and fires them in sets
 (``timer_set``); :func:`wake_instance` fires an instance a set leaves alone: one transaction that
 fires what is due under the instance lock (conditional updates, so a timer fires once) and
-advances. A paused instance's timers fire on
-resume instead. Between passes the loop sleeps until the next timer
-(:func:`seconds_to_next_timer`).
+advances. A paused instance's timers fire on resume instead. Between passes the loop sleeps
+until the next timer (:func:`seconds_to_next_timer`).
 
 A firing that fails (a quota refuses the next step's task) rolls back; :func:`record_failure`
 then backs that instance off alone — failures in a row, the error and the retry time on the
@@ -19,6 +18,7 @@ other instances' timers need. The next firing that works clears the record (``fl
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -35,6 +35,18 @@ from .model import AdvanceReport, InstanceState
 RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 1.0, 300.0
 
 
+def _may_fire(now: Any) -> list[Any]:
+    """An instance whose timers may fire: running, unpaused and not backing off at ``now``."""
+    return [
+        workflow_instances.c.state == InstanceState.RUNNING.value,
+        workflow_instances.c.paused.is_(False),
+        sa.or_(
+            workflow_instances.c.timer_retry_at.is_(None),
+            workflow_instances.c.timer_retry_at <= now,
+        ),
+    ]
+
+
 def due_instances(
     conn: sa.Connection, *, limit: int = 100, namespace: str | None = None
 ) -> list[tuple[str, str]]:
@@ -45,13 +57,7 @@ def due_instances(
     # An instance backing off queues at its retry time, behind timers due before it.
     due_at = sa.func.coalesce(workflow_instances.c.timer_retry_at, workflow_instances.c.wake_at)
     due = sa.select(workflow_instances.c.namespace, workflow_instances.c.id).where(
-        workflow_instances.c.state == InstanceState.RUNNING.value,
-        workflow_instances.c.wake_at <= now,
-        workflow_instances.c.paused.is_(False),
-        sa.or_(
-            workflow_instances.c.timer_retry_at.is_(None),
-            workflow_instances.c.timer_retry_at <= now,
-        ),
+        workflow_instances.c.wake_at <= now, *_may_fire(now)
     )
     if namespace is not None:
         due = due.where(workflow_instances.c.namespace == namespace)
@@ -68,15 +74,7 @@ def seconds_to_next_timer(conn: sa.Connection, *, namespace: str | None = None) 
     now = db_now(conn)
     query = (
         sa.select(workflow_instances.c.wake_at)
-        .where(
-            workflow_instances.c.state == InstanceState.RUNNING.value,
-            workflow_instances.c.wake_at.is_not(None),
-            workflow_instances.c.paused.is_(False),
-            sa.or_(
-                workflow_instances.c.timer_retry_at.is_(None),
-                workflow_instances.c.timer_retry_at <= now,
-            ),
-        )
+        .where(workflow_instances.c.wake_at.is_not(None), *_may_fire(now))
         .order_by(workflow_instances.c.wake_at)
         .limit(1)
     )
